@@ -1,0 +1,46 @@
+"""LayerMaker: the Conv2D/Dense layers of one model for one multiplier, each initialised from (seed, layer name).
+
+Every architecture builds its weight layers through a LayerMaker, so the same builder gives Keras' own layers for
+"native" and AM layers otherwise, with the same names, layouts and initial values. Each layer's initialiser seed is
+derived from the model seed and the layer's name rather than from a running counter or Keras' global seed, so
+initial weights do not depend on what else was built earlier in the process.
+"""
+
+import dataclasses
+import zlib
+
+import keras
+
+from models import layers
+
+
+def layer_seed(seed, name):
+    """A 31-bit initialiser seed that depends only on the model seed and the layer name."""
+    return zlib.crc32(f"{int(seed)}/{name}".encode()) & 0x7FFFFFFF
+
+
+def _seeded(initializer, seed, name):
+    config = keras.initializers.serialize(keras.initializers.get(initializer))
+    config["config"] = {**config.get("config", {}), "seed": layer_seed(seed, name)}
+    return keras.initializers.deserialize(config)
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerMaker:
+    multiplier: str  # "native" -> Keras layers; any other mode -> AMConv2D / AMDense
+    exact_gradients: bool = False  # passed to the AM layers: gradients with exact products instead of the multiplier
+    seed: int = 0  # with each layer name, fixes every initial weight
+
+    def conv(self, name, filters, kernel_size, strides=1, padding="same", use_bias=True, activation=None,
+             initializer="he_normal"):
+        return layers.conv2d(
+            self.multiplier, self.exact_gradients, name=name, filters=filters, kernel_size=kernel_size,
+            strides=strides, padding=padding, use_bias=use_bias, activation=activation,
+            kernel_initializer=_seeded(initializer, self.seed, name),
+        )
+
+    def dense(self, name, units, activation=None, initializer="glorot_uniform"):
+        return layers.dense(
+            self.multiplier, self.exact_gradients, name=name, units=units, activation=activation,
+            kernel_initializer=_seeded(initializer, self.seed, name),
+        )

@@ -1,0 +1,87 @@
+"""The public ops: conv2d and matmul with every product through a simulated multiplier, and their gradients.
+
+    ops.conv2d(x, w, strides=1, padding="SAME", dilations=1, multiplier="am16", exact_gradients=False)
+    ops.matmul(a, b, multiplier="am16", exact_gradients=False)
+
+Inputs may be numpy arrays or tensors of any floating dtype: the simulated datapath is fp32 (products through the
+multiplier, fp32 accumulation), so inputs are cast to float32 and the result back to the input's dtype. The
+multiplier is chosen at run time by name (`ops.names()`) or as "lut:<file>" for an ApproxTrain table. Gradients are
+registered: with exact_gradients=False (the default) both gradients go through the multiplier too
+(dx = dy (*) w^T, dw = x^T (*) dy, the left operand first); True uses TensorFlow's exact gradients.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from ops.library import library
+from ops.multipliers import parse
+
+_EMPTY_TABLE = np.zeros([0], np.uint8)
+
+
+def kernel_arguments(multiplier) -> tuple[str, np.ndarray]:
+    """The compiled ops' (multiplier attribute, table input) for a mode name, "lut:<file>" or a Multiplier."""
+    spec = parse(multiplier)
+    if spec.family == "native":
+        raise ValueError("multiplier 'native' is the framework's own op, not a simulated one: use tf.nn.conv2d / "
+                         f"tf.matmul (or a native Keras layer); simulated modes: {', '.join(_simulated_names())}")
+    if spec.table is not None:
+        return "table", np.ascontiguousarray(spec.table, dtype=np.uint8).reshape(-1)
+    return spec.name, _EMPTY_TABLE
+
+
+def _simulated_names() -> list[str]:
+    from ops.multipliers import names
+
+    return names(include_native=False)
+
+
+def _as_float32(value, what: str, op: str) -> tuple[tf.Tensor, tf.DType]:
+    tensor = tf.convert_to_tensor(value)
+    if not tensor.dtype.is_floating:
+        raise tf.errors.InvalidArgumentError(
+            None, None, f"{op}: {what} must be a floating-point tensor (the simulated datapath is fp32), got dtype "
+            f"{tensor.dtype.name} with shape {tensor.shape}")
+    return (tensor if tensor.dtype == tf.float32 else tf.cast(tensor, tf.float32)), tensor.dtype
+
+
+def _pair(value, what: str) -> list[int]:
+    values = [int(value)] * 2 if np.ndim(value) == 0 else [int(v) for v in value]
+    if len(values) == 4:  # TF's NHWC form [1, h, w, 1]
+        values = values[1:3]
+    if len(values) != 2 or min(values) < 1:
+        raise ValueError(f"{what} must be a positive int, a pair (h, w) or NHWC [1, h, w, 1]; got {value!r}")
+    return values
+
+
+def conv2d(x, w, strides=1, padding="SAME", dilations=1, multiplier="am16", exact_gradients=False, name=None):
+    """NHWC x [N, H, W, Cin] conv HWIO w [kh, kw, Cin, Cout] -> [N, Ho, Wo, Cout], every product simulated."""
+    attr, table = kernel_arguments(multiplier)
+    padding = str(padding).upper()
+    if padding not in ("SAME", "VALID"):
+        raise ValueError(f"padding must be 'SAME' or 'VALID', got {padding!r}")
+    x32, dtype = _as_float32(x, "x", "ops.conv2d")
+    w32, _ = _as_float32(w, "w", "ops.conv2d")
+    y = library().amdnn_conv2d(x32, w32, table, multiplier=attr, strides=_pair(strides, "strides"),
+                               dilations=_pair(dilations, "dilations"), padding=padding,
+                               exact_gradients=bool(exact_gradients), name=name)
+    return y if dtype == tf.float32 else tf.cast(y, dtype)
+
+
+def matmul(a, b, multiplier="am16", exact_gradients=False, name=None):
+    """a [..., K] x b [K, N] -> [..., N], every product simulated (a is the left operand of each product)."""
+    attr, table = kernel_arguments(multiplier)
+    a32, dtype = _as_float32(a, "a", "ops.matmul")
+    b32, _ = _as_float32(b, "b", "ops.matmul")
+    if a32.shape.rank is not None and a32.shape.rank > 2 and b32.shape.rank == 2:
+        # Dense layers on [batch, time, features]: fold the leading dimensions into rows.
+        leading = tf.shape(a32)[:-1]
+        flat = tf.reshape(a32, [-1, tf.shape(a32)[-1]])
+        product = library().amdnn_mat_mul(flat, b32, table, multiplier=attr, exact_gradients=bool(exact_gradients))
+        product = tf.reshape(product, tf.concat([leading, tf.shape(b32)[-1:]], 0), name=name)
+    else:
+        product = library().amdnn_mat_mul(a32, b32, table, multiplier=attr, exact_gradients=bool(exact_gradients),
+                                          name=name)
+    return product if dtype == tf.float32 else tf.cast(product, dtype)

@@ -1,0 +1,212 @@
+"""Build the compiled ops on first use, into a cache shared safely by processes, users' nodes and CPU generations.
+
+The library is compiled against the installed TensorFlow (flags from tf.sysconfig) for one CPU target: the best
+x86-64 micro-architecture level the running CPU supports (x86-64-v4 with or without AVX-512 VBMI, v3, v2, or the
+baseline), never `-march=native`, so a cache directory shared by nodes of different generations never hands a node
+an instruction it lacks: the target is part of the cache key, next to a hash of the sources, the TensorFlow version
+and the compiler. When a job array starts at once, one process builds under a file lock and the others wait and
+load the same file.
+
+    python -m ops.build            build now (e.g. on a login node) and report what was built, where, for which TF
+    python -m ops.build --info     report only; build nothing
+
+AMDNN_OPS_CACHE sets the cache directory (default ~/.cache/amdnn/ops); CXX the compiler (default g++).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import filelock
+
+SOURCE_DIR = Path(__file__).resolve().parent / "cc"
+CPU_SOURCES = ("ops_interface.cc", "kernels_cpu.cc", "gemm_cpu.cc", "multiplier_setup.cc")
+LIBRARY_NAME = "libamdnn_ops.so"
+SUPPORTED_TF = "2.21"  # the TF minor the ops are written and tested against (pyproject pins the same)
+
+# x86-64 levels, best first: (target name, the /proc/cpuinfo flags it needs, compiler flags).
+X86_TARGETS = (
+    ("x86-64-v4-vbmi", {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd", "avx512vbmi"},
+     ["-march=x86-64-v4", "-mavx512vbmi"]),
+    ("x86-64-v4", {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd"}, ["-march=x86-64-v4"]),
+    ("x86-64-v3", {"avx2", "fma", "f16c", "bmi1", "bmi2", "movbe"}, ["-march=x86-64-v3"]),
+    ("x86-64-v2", {"sse4_2", "popcnt", "ssse3"}, ["-march=x86-64-v2"]),
+    ("x86-64", set(), ["-march=x86-64"]),
+)
+# Bit-exactness needs IEEE arithmetic as written: no contraction of a*b+c into an FMA, no fast-math.
+COMMON_FLAGS = ["-O3", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-mtune=generic"]
+
+
+class BuildError(RuntimeError):
+    """The ops could not be built or loaded; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class BuildInfo:
+    """What was built, where, and for what."""
+
+    library: str
+    target: str
+    tensorflow: str
+    compiler: str
+    source_hash: str
+    built_at: str
+
+
+def cpu_flags() -> set[str]:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def cpu_target() -> tuple[str, list[str]]:
+    """The best target the running CPU supports, and its compiler flags."""
+    if platform.machine() not in ("x86_64", "AMD64"):
+        # Other architectures: the generic kernel at the baseline of the architecture, keyed by machine name.
+        return platform.machine(), []
+    flags = cpu_flags()
+    for name, needed, compile_flags in X86_TARGETS:
+        if needed <= flags:
+            return name, compile_flags
+    return X86_TARGETS[-1][0], X86_TARGETS[-1][2]
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("AMDNN_OPS_CACHE", Path.home() / ".cache" / "amdnn" / "ops"))
+
+
+def compiler() -> str:
+    name = os.environ.get("CXX", "g++")
+    path = shutil.which(name)
+    if path is None:
+        raise BuildError(f"no C++ compiler: '{name}' is not on PATH. Install one (Debian: apt-get install g++) or set "
+                         "CXX; or build on a node that has one with `python -m ops.build` into a shared "
+                         "AMDNN_OPS_CACHE.")
+    return path
+
+
+def _compiler_version(cxx: str) -> str:
+    out = subprocess.run([cxx, "--version"], capture_output=True, text=True)
+    return out.stdout.splitlines()[0] if out.stdout else cxx
+
+
+def _tensorflow():
+    import tensorflow as tf
+
+    if not tf.__version__.startswith(SUPPORTED_TF + "."):
+        raise BuildError(f"TensorFlow {tf.__version__} is installed; the ops are built for TensorFlow {SUPPORTED_TF}.x "
+                         f"(pip install 'tensorflow=={SUPPORTED_TF}.*').")
+    return tf
+
+
+def _source_hash() -> str:
+    digest = hashlib.sha256()
+    for path in sorted(SOURCE_DIR.glob("*")):
+        if path.suffix in (".h", ".cc"):
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _build_key(tf_version: str, target: str, cxx_version: str) -> str:
+    text = json.dumps([_source_hash(), tf_version, target, cxx_version, COMMON_FLAGS])
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def library_dir() -> Path:
+    """The cache folder of the library for this source, TF, CPU target and compiler (whether built or not)."""
+    tf = _tensorflow()
+    cxx = compiler()
+    target, _ = cpu_target()
+    return cache_root() / f"{target}-tf{tf.__version__}-{_build_key(tf.__version__, target, _compiler_version(cxx))}"
+
+
+def _compile(out: Path) -> None:
+    tf = _tensorflow()
+    cxx = compiler()
+    _, target_flags = cpu_target()
+    sources = [str(SOURCE_DIR / name) for name in CPU_SOURCES]
+    objects = []
+    with tempfile.TemporaryDirectory(dir=out.parent) as scratch:
+        # One compiler per source, in parallel: TF's headers make each file take ~20 s.
+        procs = []
+        for source in sources:
+            obj = Path(scratch) / (Path(source).stem + ".o")
+            cmd = [cxx, "-c", *COMMON_FLAGS, *target_flags, *tf.sysconfig.get_compile_flags(), source, "-o", str(obj)]
+            procs.append((cmd, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+            objects.append(str(obj))
+        failures = []
+        for cmd, proc in procs:
+            output, _ = proc.communicate()
+            if proc.returncode != 0:
+                failures.append(f"$ {' '.join(cmd)}\n{output}")
+        if failures:
+            raise BuildError("compiling the AMDNN ops failed:\n" + "\n".join(failures)[-8000:])
+        tmp = Path(scratch) / LIBRARY_NAME
+        cmd = [cxx, *COMMON_FLAGS, *target_flags, *objects, "-o", str(tmp), *tf.sysconfig.get_link_flags()]
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise BuildError(f"linking the AMDNN ops failed:\n$ {' '.join(cmd)}\n{result.stdout}{result.stderr}"[-8000:])
+        os.replace(tmp, out)  # atomic: a reader sees no file or the whole library
+
+
+def build(force: bool = False) -> BuildInfo:
+    """Build the library if this cache entry lacks it (one process at a time) and return what is there."""
+    directory = library_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    library = directory / LIBRARY_NAME
+    info_path = directory / "build.json"
+    with filelock.FileLock(str(directory) + ".lock"):
+        if force or not library.exists() or not info_path.exists():
+            started = time.time()
+            _compile(library)
+            tf = _tensorflow()
+            info = BuildInfo(str(library), cpu_target()[0], tf.__version__, _compiler_version(compiler()),
+                             _source_hash(), time.strftime("%Y-%m-%d %H:%M:%S %Z"))
+            info_path.write_text(json.dumps(asdict(info), indent=2))
+            print(f"amdnn: built the ops in {time.time() - started:.0f} s: {library}", file=sys.stderr)
+    return BuildInfo(**json.loads(info_path.read_text()))
+
+
+def report(info: BuildInfo) -> str:
+    return "\n".join(f"{key:12s} {value}" for key, value in asdict(info).items())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Build the AMDNN TensorFlow ops for this CPU and TensorFlow.")
+    parser.add_argument("--info", action="store_true", help="report the cache entry for this machine; build nothing")
+    parser.add_argument("--force", action="store_true", help="rebuild even if the cache has the library")
+    args = parser.parse_args(argv)
+    try:
+        if args.info:
+            directory = library_dir()
+            info_path = directory / "build.json"
+            if not info_path.exists():
+                print(f"not built yet for this machine: {directory} (run `python -m ops.build`)")
+                return 1
+            print(report(BuildInfo(**json.loads(info_path.read_text()))))
+            return 0
+        print(report(build(force=args.force)))
+    except BuildError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

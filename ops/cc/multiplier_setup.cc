@@ -1,0 +1,68 @@
+// Multiplier set-up: mode names, the am16 table generated from the MBM definition, lut tables validated and expanded.
+#include "multiplier_setup.h"
+
+#include <utility>
+
+namespace amdnn {
+namespace {
+
+// One list of the kernels' mode names; valid_mode_names() and parse_mode() both read it.
+constexpr std::pair<const char*, Mode> kModeNames[] = {
+    {"acc32", Mode::kAcc32}, {"acc16", Mode::kAcc16}, {"fp16", Mode::kFp16},   {"am32", Mode::kAm32},
+    {"am16", Mode::kAm16},   {"mit32", Mode::kMit32}, {"mit16", Mode::kMit16}, {"table", Mode::kTable},
+};
+
+}  // namespace
+
+bool parse_mode(const std::string& name, Mode* mode) {
+  for (const auto& entry : kModeNames) {
+    if (name == entry.first) {
+      *mode = entry.second;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string valid_mode_names() {
+  std::string names;
+  for (const auto& entry : kModeNames) names += (names.empty() ? "" : ", ") + std::string(entry.first);
+  return names;
+}
+
+std::string make_multiplier(Mode mode, const uint8_t* table, int64_t table_size, Multiplier* out) {
+  out->mode = mode;
+  if (mode != Mode::kTable) {
+    if (table_size != 0) return "only the table multiplier takes a table, got " +
+                                std::to_string(table_size) + " bytes; pass an empty uint8 tensor";
+    if (mode == Mode::kAm16) {  // the fast kernel looks am16 up like any table
+      for (uint32_t fa = 0; fa < 128; ++fa)
+        for (uint32_t fb = 0; fb < 128; ++fb) {
+          const MantissaProduct p = mbm_mantissa(fa, fb, 7);
+          out->table7[(fa << 7) | fb] = static_cast<uint8_t>((p.carry << 7) | p.mantissa);
+        }
+    }
+    return "";
+  }
+  int m = 0;
+  for (int bits = 1; bits <= kTableBits; ++bits)
+    if (table_size == (int64_t{1} << (2 * bits))) m = bits;
+  if (m == 0)
+    return "a multiplier table must hold 4^m bytes for 1 <= m <= 7 (4, 16, 64, 256, 1024, 4096 or 16384), got " +
+           std::to_string(table_size);
+  const int side = 1 << m, shift = kTableBits - m;
+  for (int i = 0; i < side * side; ++i) {
+    if ((table[i] & 0x7F) >= side)
+      return "table entry " + std::to_string(i) + " = " + std::to_string(table[i]) + " has a mantissa of more than " +
+             std::to_string(m) + " bits (entries are c << 7 | M with M < 2^m)";
+  }
+  // An m-bit table is the 7-bit table whose entry for fields (Fa7, Fb7) is T[Fa7 >> (7-m)][Fb7 >> (7-m)], M << (7-m).
+  for (uint32_t fa = 0; fa < 128; ++fa)
+    for (uint32_t fb = 0; fb < 128; ++fb) {
+      const uint8_t entry = table[((fa >> shift) << m) | (fb >> shift)];
+      out->table7[(fa << 7) | fb] = static_cast<uint8_t>((entry & 0x80) | ((entry & 0x7F) << shift));
+    }
+  return "";
+}
+
+}  // namespace amdnn

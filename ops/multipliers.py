@@ -1,0 +1,115 @@
+"""The multiplier modes: the one registry that configs, ops, docs, benchmarks and tests all read.
+
+A mode is named in configs (`mult=am16`) and in the Python API (`multiplier="am16"`); `parse` turns that name into a
+`Multiplier`, and `names()` lists the valid ones. The exact definition of every mode is shared/MULTIPLIERS.md;
+ops/reference.py implements it in numpy, the compiled kernels in ops/cc/.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+# The pattern a table mode is written in; anything after the prefix is a path to an ApproxTrain-format table.
+LUT_PREFIX = "lut:"
+LUT_PATTERN = LUT_PREFIX + "<file>"
+
+# Families: how the mantissa product is formed (the "mantissa products" section of MULTIPLIERS.md).
+FAMILIES = ("native", "ieee32", "ieee16", "bf16", "mbm", "mitchell", "table")
+
+
+@dataclass(frozen=True)
+class Multiplier:
+    """One multiplier mode: what `parse` returns and what the kernels and the reference are configured with."""
+
+    name: str  # as written in configs: "am16", "lut:/path/MBM_7.bin"
+    family: str  # one of FAMILIES
+    mantissa_bits: int | None  # m of the definition: 23, 10 (fp16), 7, or a table's m; None for native
+    description: str  # one line, from MULTIPLIERS.md's table
+    # (2**m, 2**m) uint8 table of c << 7 | M for lut modes (read-only, shared between parses), else None.
+    # Left out of ==/hash: two parses of one unchanged file are the same mode.
+    table: np.ndarray | None = field(default=None, compare=False, repr=False)
+    path: Path | None = None  # the table file for lut modes, else None
+
+    @property
+    def is_native(self) -> bool:
+        """True for the framework's own layers (no custom op, no product mode)."""
+        return self.family == "native"
+
+
+MODES: tuple[Multiplier, ...] = (
+    Multiplier("native", "native", None,
+               "no custom op: the framework's own Conv2D/Dense (cuDNN, oneDNN); the reference column"),
+    Multiplier("acc32", "ieee32", 23,
+               "exact fp32 multiply inside the custom op (validates the op against native)"),
+    Multiplier("acc16", "bf16", 7,
+               "exact multiply of bfloat16 operands, product truncated to bfloat16"),
+    Multiplier("fp16", "ieee16", 10,
+               "IEEE half precision: operands and product rounded to fp16"),
+    Multiplier("am32", "mbm", 23,
+               "Minimally Biased Multiplier (MBM) on full fp32 mantissas"),
+    Multiplier("am16", "mbm", 7,
+               "MBM on bfloat16 operands"),
+    Multiplier("mit32", "mitchell", 23,
+               "Mitchell logarithmic multiplier on fp32 mantissas"),
+    Multiplier("mit16", "mitchell", 7,
+               "Mitchell on bfloat16 operands"),
+)
+_BY_NAME = {mode.name: mode for mode in MODES}
+LUT_DESCRIPTION = "any multiplier given as a table in the ApproxTrain format (approxtrain-luts/README.md)"
+
+# Parsed lut modes keyed by (resolved path, mtime_ns, size): a config naming one table for every layer reads it once,
+# and an edited file (new mtime or size) is read again.
+_LUT_CACHE: dict[tuple[str, int, int], Multiplier] = {}
+
+
+def names(include_native: bool = True) -> list[str]:
+    """The named modes in registry order (the lut pattern is not a name: see LUT_PATTERN)."""
+    return [mode.name for mode in MODES if include_native or not mode.is_native]
+
+
+def parse(spec: str | Multiplier) -> Multiplier:
+    """The Multiplier for a name from `names()` or for "lut:<path>"; a Multiplier is returned unchanged.
+
+    Raises ValueError for an unknown name (listing every valid choice) and for a table file that cannot be used
+    (naming the file and what a valid one looks like).
+    """
+    if isinstance(spec, Multiplier):
+        return spec
+    if not isinstance(spec, str):
+        raise TypeError(f"multiplier must be a str or Multiplier, got {type(spec).__name__}: {spec!r}")
+    if spec in _BY_NAME:
+        return _BY_NAME[spec]
+    if spec.startswith(LUT_PREFIX):
+        return _parse_lut(spec)
+    raise ValueError(
+        f"unknown multiplier {spec!r}; valid choices: {', '.join(names())}, or {LUT_PATTERN} "
+        f"(a table in the ApproxTrain format, 4**m bytes for m = 1..7)"
+    )
+
+
+def _parse_lut(spec: str) -> Multiplier:
+    # Imported here, not at the top: ops.tables builds tables with ops.reference, which imports this module.
+    from .tables import read_table
+
+    raw_path = spec[len(LUT_PREFIX):]
+    if not raw_path:
+        raise ValueError(f"multiplier {spec!r} names no table file; write {LUT_PATTERN}, e.g. lut:luts/MBM_7.bin")
+    path = Path(raw_path).expanduser().resolve()
+    try:
+        stat = os.stat(path)
+    except OSError:
+        stat = None
+    key = (str(path), stat.st_mtime_ns, stat.st_size) if stat is not None else None
+    if key is not None and key in _LUT_CACHE:
+        return _LUT_CACHE[key]
+    table = read_table(path)  # raises ValueError naming the file for a missing file or a bad size or entry
+    table.setflags(write=False)  # shared by every parse of this file
+    m = int(table.shape[0]).bit_length() - 1
+    mode = Multiplier(spec, "table", m, f"table {path.name} (m = {m}): {LUT_DESCRIPTION}", table, path)
+    if key is not None:
+        _LUT_CACHE[key] = mode
+    return mode

@@ -1,0 +1,142 @@
+"""Mantissa-product tables in the ApproxTrain format: read, validate, generate, write, and expand to m = 7.
+
+A table for m-bit fields holds 4**m bytes; the byte at index (Fa << m) | Fb is c << 7 | M, with c the carry (the
+product of 1.Fa x 1.Fb reached 2) and M the m-bit result mantissa. shared/approxtrain-luts/README.md has the
+format, shared/MULTIPLIERS.md the multipliers.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+MIN_BITS, MAX_BITS = 1, 7  # M and the carry share one byte: M has at most 7 bits
+ALLOWED_SIZES = tuple(4**m for m in range(MIN_BITS, MAX_BITS + 1))  # 4, 16, 64, 256, 1024, 4096, 16384 bytes
+CARRY_BIT = 0x80
+MANTISSA_MASK = 0x7F
+
+# make_table's families: the bf16 (acc16) definition generalises to any m as "exact product of m-bit-mantissa
+# operands, truncated to m bits" (at m = 7 it is MULTIPLIERS.md's formula), so every family takes m = 1..7.
+TABLE_FAMILIES = ("mbm", "mitchell", "bf16")
+
+
+def read_table(path: str | os.PathLike) -> np.ndarray:
+    """The (2**m, 2**m) uint8 table in `path`, m from the file size; ValueError naming the file if it is unusable."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ValueError(f"table file {str(path)!r} does not exist (expected an ApproxTrain-format table)") from None
+    except OSError as err:
+        raise ValueError(f"table file {str(path)!r} cannot be read: {err.strerror or err}") from None
+    if len(data) not in ALLOWED_SIZES:
+        raise ValueError(
+            f"table file {str(path)!r} has {len(data)} bytes; an ApproxTrain table has 4**m bytes for "
+            f"m = {MIN_BITS}..{MAX_BITS}: one of {', '.join(map(str, ALLOWED_SIZES))}"
+        )
+    m = ALLOWED_SIZES.index(len(data)) + MIN_BITS
+    table = np.frombuffer(data, dtype=np.uint8).reshape(2**m, 2**m).copy()
+    _check_entries(table, m, where=f"table file {str(path)!r}")
+    return table
+
+
+def make_table(multiplier_name: str, m: int = 7) -> np.ndarray:
+    """The (2**m, 2**m) table of a closed-form mode: am16/am32 (MBM), mit16/mit32 (Mitchell), acc16 (bf16).
+
+    The mode's family picks the mantissa product and `m` the field width, so make_table("am32", 7) equals
+    make_table("am16", 7). At m = 7 the tables of am16, mit16 and acc16 equal ApproxTrain's MBM_7.bin, MIT_7.bin
+    and ACC_7.bin byte for byte.
+    """
+    # Imported here: ops.reference -> ops.multipliers -> ops.tables (for lut modes) would be a cycle at import time.
+    from .multipliers import parse
+    from .reference import mantissa_product
+
+    mode = parse(multiplier_name)
+    if mode.family not in TABLE_FAMILIES:
+        raise ValueError(
+            f"multiplier {mode.name!r} ({mode.family}) has no mantissa-product table; "
+            f"tables are made for: {', '.join(_names_with_family(TABLE_FAMILIES))}"
+        )
+    if not (isinstance(m, (int, np.integer)) and MIN_BITS <= m <= MAX_BITS):
+        raise ValueError(f"m = {m!r} cannot be tabulated: a table entry holds M in 7 bits, so m must be 1..7")
+    fields = np.arange(2**m, dtype=np.uint32)
+    carry, mantissa = mantissa_product(fields[:, None], fields[None, :], mode.family, int(m))
+    return ((carry.astype(np.uint8) << 7) | mantissa.astype(np.uint8)).astype(np.uint8)
+
+
+def write_table(table_or_name: np.ndarray | str, path: str | os.PathLike) -> Path:
+    """Write a table (an array, or a mode name for make_table at m = 7) to `path` atomically; returns the path.
+
+    Atomic (temporary file in the same folder, fsync, rename) so that a job reading the table while another writes
+    it sees the old bytes or the new ones, never half a file.
+    """
+    if isinstance(table_or_name, str):
+        table = make_table(table_or_name)
+    else:
+        table = np.asarray(table_or_name)
+        m = _table_bits(table, where="table to write")
+        if table.dtype != np.uint8:
+            if not np.issubdtype(table.dtype, np.integer) or table.min() < 0 or table.max() > 255:
+                raise ValueError(f"table to write must hold bytes 0..255 (uint8), got dtype {table.dtype}")
+            table = table.astype(np.uint8)
+        _check_entries(table, m, where="table to write")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as tmp:
+            tmp.write(np.ascontiguousarray(table).tobytes())
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        os.chmod(tmp_name, 0o644)  # mkstemp creates 0600; a table is data for every job of the project
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def canonical7(table: np.ndarray) -> np.ndarray:
+    """The (128, 128) m = 7 form of an m-bit table: what the compiled kernels consume.
+
+    The entry for 7-bit fields (Fa7, Fb7) is T[Fa7 >> (7-m)][Fb7 >> (7-m)] with M shifted left by 7 - m and c kept,
+    so a kernel indexing with the top 7 mantissa bits gives the same product as the m-bit table indexed with the top
+    m bits.
+    """
+    table = np.asarray(table, dtype=np.uint8)
+    m = _table_bits(table, where="table")
+    shift = MAX_BITS - m
+    fields7 = np.arange(2**MAX_BITS) >> shift
+    entries = table[fields7[:, None], fields7[None, :]]
+    mantissa = (entries & MANTISSA_MASK) << shift
+    return ((entries & CARRY_BIT) | mantissa).astype(np.uint8)
+
+
+def _table_bits(table: np.ndarray, where: str) -> int:
+    """m of a square (2**m, 2**m) table with 1 <= m <= 7, else ValueError."""
+    shapes = ", ".join(f"({2**m}, {2**m})" for m in range(MIN_BITS, MAX_BITS + 1))
+    if table.ndim != 2 or table.shape[0] != table.shape[1] or table.shape[0] not in [2**m for m in range(1, 8)]:
+        raise ValueError(f"{where} has shape {table.shape}; a table is (2**m, 2**m) for m = 1..7: one of {shapes}")
+    return int(table.shape[0]).bit_length() - 1
+
+
+def _check_entries(table: np.ndarray, m: int, where: str) -> None:
+    """ValueError naming the first entry whose mantissa M does not fit in m bits."""
+    bad = np.flatnonzero((table.reshape(-1) & MANTISSA_MASK) >= 2**m)
+    if bad.size:
+        index = int(bad[0])
+        value = int(table.reshape(-1)[index])
+        raise ValueError(
+            f"{where}: entry {index} (Fa = {index >> m}, Fb = {index & (2**m - 1)}) is {value} = 0x{value:02x}, "
+            f"whose mantissa {value & MANTISSA_MASK} does not fit in m = {m} bits (must be < {2**m}); "
+            f"{bad.size} bad entries in all"
+        )
+
+
+def _names_with_family(families: tuple[str, ...]) -> list[str]:
+    from .multipliers import MODES
+
+    return [mode.name for mode in MODES if mode.family in families]

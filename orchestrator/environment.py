@@ -1,0 +1,106 @@
+"""Bootstrap: make the project's dependencies importable, creating the repository's .venv on first use.
+
+`python3 launch.py` and `bash tests/run.sh` must work on a fresh machine with nothing but Python 3.10-3.12, so this
+module uses the standard library only. When the dependencies are missing it creates `<repo>/.venv`, installs the
+project into it (`pip install -e .[extras]`), and re-executes the current command with the venv's interpreter.
+A stamp holding the hash of pyproject.toml makes a changed dependency list reinstall; a file lock makes a job array
+that starts at once install exactly once.
+
+    python3 -m orchestrator.environment [--extras test]     set up (or update) the venv and exit
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import hashlib
+import importlib.util
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+VENV = REPO / ".venv"
+# Imported by every part of the project; if one is missing the environment is not set up.
+REQUIRED_MODULES = ("tensorflow", "keras", "hydra", "submitit", "mlflow", "sklearn", "filelock", "tqdm")
+
+
+def _venv_python() -> Path:
+    return VENV / "bin" / "python"
+
+
+def _wanted_stamp(extras: tuple[str, ...]) -> str:
+    digest = hashlib.sha256((REPO / "pyproject.toml").read_bytes()).hexdigest()
+    return f"{digest} {','.join(sorted(extras))}"
+
+
+def _stamp_path() -> Path:
+    return VENV / ".amdnn-installed"
+
+
+def _installed(extras: tuple[str, ...]) -> bool:
+    stamp = _stamp_path()
+    if not stamp.exists():
+        return False
+    have = stamp.read_text().split(" ", 1)
+    want = _wanted_stamp(extras).split(" ", 1)
+    # The same pyproject and a superset of the wanted extras is enough.
+    have_extras = set(have[1].split(",")) if len(have) > 1 and have[1] else set()
+    return have[0] == want[0] and set(extras) <= have_extras
+
+
+def _running_in_venv() -> bool:
+    return Path(sys.prefix).resolve() == VENV.resolve()
+
+
+def _modules_importable() -> bool:
+    return all(importlib.util.find_spec(name) is not None for name in REQUIRED_MODULES)
+
+
+def install(extras: tuple[str, ...] = ()) -> None:
+    """Create the venv if needed and install the project into it (once, under a lock)."""
+    VENV.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = REPO / ".venv.lock"
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _installed(extras):
+            return
+        if not _venv_python().exists():
+            print(f"amdnn: creating {VENV} (first run on this machine)", file=sys.stderr, flush=True)
+            venv.EnvBuilder(with_pip=True).create(VENV)
+        spec = f"{REPO}[{','.join(extras)}]" if extras else str(REPO)
+        print(f"amdnn: installing the project and its dependencies into {VENV} (a few minutes, once)",
+              file=sys.stderr, flush=True)
+        result = subprocess.run([str(_venv_python()), "-m", "pip", "install", "--quiet", "-e", spec])
+        if result.returncode != 0:
+            raise SystemExit(
+                f"amdnn: installing the dependencies into {VENV} failed (pip exit {result.returncode}); "
+                "see pip's message above. Delete the .venv folder to start over.")
+        _stamp_path().write_text(_wanted_stamp(extras))
+
+
+def ensure_environment(extras: tuple[str, ...] = ()) -> None:
+    """Return if the dependencies are importable; otherwise set up the venv and re-run this command in it."""
+    if _running_in_venv():
+        if not _installed(extras):
+            install(extras)
+        return
+    if _modules_importable() and not VENV.exists():
+        return  # the user manages their own environment
+    install(extras)
+    python = str(_venv_python())
+    os.execv(python, [python, *sys.orig_argv[1:]])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--extras", default="", help="comma-separated optional dependency groups, e.g. test")
+    args = parser.parse_args()
+    install(tuple(e for e in args.extras.split(",") if e))
+    print(_venv_python())
+
+
+if __name__ == "__main__":
+    main()

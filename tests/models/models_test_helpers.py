@@ -1,0 +1,18 @@
+"""Helpers shared by the models tests (a uniquely named module: every test folder has its own conftest)."""
+
+import numpy as np
+
+from models.datasets import Dataset
+
+
+def indexed_dataset(n=103, name="indexed", shape=(2, 2, 1)):
+    """A dataset whose example i is the constant image i / n with label i % 10: batches reveal their indices."""
+    values = np.arange(n, dtype=np.float32) / n
+    x = np.broadcast_to(values[:, None, None, None], (n, *shape)).astype(np.float32)
+    y = (np.arange(n) % 10).astype(np.int64)
+    return Dataset(name=name, x_train=x, y_train=y, x_test=x[:5], y_test=y[:5], num_classes=10, input_shape=shape)
+
+
+def indices_of(x, n):
+    """The example indices of a batch of indexed_dataset(n)."""
+    return np.rint(x[:, 0, 0, 0] * n).astype(int)
