@@ -18,27 +18,28 @@
 
 namespace amdnn {
 
-// A logical matrix, read one row segment at a time.
+// A logical matrix over a stored tensor, read one row segment at a time. The element type is 32-bit: the kernels
+// read the raw fp32 bits or planes decoded from them with the same layout, through the same source.
 class MatrixSource {
  public:
   virtual ~MatrixSource() = default;
-  // Writes elements (row, col0 .. col0 + count - 1) to out.
-  virtual void read(int64_t row, int64_t col0, int64_t count, float* out) const = 0;
+  // Writes elements (row, col0 .. col0 + count - 1) of the matrix over `data` to out.
+  virtual void read(const uint32_t* data, int64_t row, int64_t col0, int64_t count, uint32_t* out) const = 0;
 };
 
-// A row-major matrix in memory, or the transpose of one.
+// A row-major matrix in memory with `cols` columns. (Transposed operands are materialised with transpose() first:
+// one pass over the tensor, after which every read is a memcpy instead of a strided gather per pack.)
 class DenseSource final : public MatrixSource {
  public:
-  // `data` holds the stored matrix with `stored_cols` columns; transposed=true presents its transpose.
-  DenseSource(const float* data, int64_t stored_cols, bool transposed)
-      : data_(data), stored_cols_(stored_cols), transposed_(transposed) {}
-  void read(int64_t row, int64_t col0, int64_t count, float* out) const override;
+  explicit DenseSource(int64_t cols) : cols_(cols) {}
+  void read(const uint32_t* data, int64_t row, int64_t col0, int64_t count, uint32_t* out) const override;
 
  private:
-  const float* data_;
-  int64_t stored_cols_;
-  bool transposed_;
+  int64_t cols_;
 };
+
+// out[cols, rows] = in[rows, cols]^T.
+void transpose(const float* in, int64_t rows, int64_t cols, float* out);
 
 // Geometry of an NHWC conv2d with an HWIO filter.
 struct ConvGeometry {
@@ -51,17 +52,21 @@ struct ConvGeometry {
   int64_t out_pixels() const { return batch * out_h * out_w; }       // M of the forward GEMM
 };
 
-// The im2col matrix [out_pixels, patch] of x without materialising it; transposed=true presents [patch, out_pixels].
+// The im2col matrix [out_pixels, patch] of an NHWC tensor without materialising it: each row is (kh, kw) runs of
+// in_c contiguous channels, read with memcpy.
 class Im2ColSource final : public MatrixSource {
  public:
-  Im2ColSource(const float* x, const ConvGeometry& g, bool transposed) : x_(x), g_(g), transposed_(transposed) {}
-  void read(int64_t row, int64_t col0, int64_t count, float* out) const override;
+  explicit Im2ColSource(const ConvGeometry& g) : g_(g) {}
+  void read(const uint32_t* data, int64_t row, int64_t col0, int64_t count, uint32_t* out) const override;
 
  private:
-  float at(int64_t pixel, int64_t patch_index) const;
-  const float* x_;
   ConvGeometry g_;
-  bool transposed_;
+};
+
+// One operand of a GEMM: the logical matrix and the stored tensor it reads.
+struct GemmOperand {
+  const MatrixSource* source;
+  const float* values;
 };
 
 // A multiplier ready for the kernels: the mode and, for table modes, the canonical 128 x 128 table.
@@ -83,10 +88,12 @@ struct OperandRange {
 OperandRange summarize_operand(const float* values, int64_t count);
 bool fast_path_is_exact(Mode mode, const OperandRange& a, const OperandRange& b);
 
-// C[m, n] (row-major, leading dimension ldc) = A[m, k] (*) B[k, n]. A is the left operand of every product (the
-// table's first index). fast_path: from fast_path_is_exact over the operands' values.
-void approximate_gemm(const Multiplier& multiplier, const MatrixSource& a, const MatrixSource& b, int64_t m,
-                      int64_t n, int64_t k, float* c, int64_t ldc, bool fast_path, const ParallelFor& parallel_for);
+// C[m, n] = A[m, k] (*) B[k, n], stored row-major with leading dimension ldc, or transposed (C^T stored: element
+// (i, j) at c[j * ldc + i]) when transpose_c. A is the left operand of every product (the table's first index).
+// fast_path: from fast_path_is_exact over the operands' values. num_threads sizes the work split.
+void approximate_gemm(const Multiplier& multiplier, const GemmOperand& a, const GemmOperand& b, int64_t m, int64_t n,
+                      int64_t k, float* c, int64_t ldc, bool transpose_c, bool fast_path,
+                      const ParallelFor& parallel_for, int num_threads);
 
 // A ParallelFor that runs everything on the calling thread.
 void run_serially(int64_t num_tasks, int64_t cost_per_task, const std::function<void(int64_t, int64_t)>& work);

@@ -28,32 +28,19 @@ namespace amdnn {
 
 // ---------------------------------------------------------------------------------------------- sources
 
-void DenseSource::read(int64_t row, int64_t col0, int64_t count, float* out) const {
-  if (!transposed_) {
-    std::memcpy(out, data_ + row * stored_cols_ + col0, static_cast<size_t>(count) * sizeof(float));
-    return;
-  }
-  const float* column = data_ + col0 * stored_cols_ + row;
-  for (int64_t i = 0; i < count; ++i) out[i] = column[i * stored_cols_];
+void DenseSource::read(const uint32_t* data, int64_t row, int64_t col0, int64_t count, uint32_t* out) const {
+  std::memcpy(out, data + row * cols_ + col0, static_cast<size_t>(count) * sizeof(uint32_t));
 }
 
-float Im2ColSource::at(int64_t pixel, int64_t patch_index) const {
-  const int64_t n = pixel / (g_.out_h * g_.out_w), rest = pixel % (g_.out_h * g_.out_w);
-  const int64_t ho = rest / g_.out_w, wo = rest % g_.out_w;
-  const int64_t kh = patch_index / (g_.filter_w * g_.in_c), rest2 = patch_index % (g_.filter_w * g_.in_c);
-  const int64_t kw = rest2 / g_.in_c, ci = rest2 % g_.in_c;
-  const int64_t hi = ho * g_.stride_h + kh * g_.dilation_h - g_.pad_top;
-  const int64_t wi = wo * g_.stride_w + kw * g_.dilation_w - g_.pad_left;
-  if (hi < 0 || hi >= g_.in_h || wi < 0 || wi >= g_.in_w) return 0.0f;
-  return x_[((n * g_.in_h + hi) * g_.in_w + wi) * g_.in_c + ci];
+void transpose(const float* in, int64_t rows, int64_t cols, float* out) {
+  constexpr int64_t kBlock = 32;  // 32 x 32 floats: both sides stay in L1
+  for (int64_t i0 = 0; i0 < rows; i0 += kBlock)
+    for (int64_t j0 = 0; j0 < cols; j0 += kBlock)
+      for (int64_t i = i0; i < std::min(rows, i0 + kBlock); ++i)
+        for (int64_t j = j0; j < std::min(cols, j0 + kBlock); ++j) out[j * rows + i] = in[i * cols + j];
 }
 
-void Im2ColSource::read(int64_t row, int64_t col0, int64_t count, float* out) const {
-  if (transposed_) {  // row = patch index, columns = output pixels
-    for (int64_t i = 0; i < count; ++i) out[i] = at(col0 + i, row);
-    return;
-  }
-  // row = output pixel; the patch runs over (kh, kw) segments of in_c contiguous channels.
+void Im2ColSource::read(const uint32_t* data, int64_t row, int64_t col0, int64_t count, uint32_t* out) const {
   const int64_t n = row / (g_.out_h * g_.out_w), rest = row % (g_.out_h * g_.out_w);
   const int64_t ho = rest / g_.out_w, wo = rest % g_.out_w;
   int64_t done = 0;
@@ -65,10 +52,10 @@ void Im2ColSource::read(int64_t row, int64_t col0, int64_t count, float* out) co
     const int64_t hi = ho * g_.stride_h + kh * g_.dilation_h - g_.pad_top;
     const int64_t wi = wo * g_.stride_w + kw * g_.dilation_w - g_.pad_left;
     if (hi < 0 || hi >= g_.in_h || wi < 0 || wi >= g_.in_w) {
-      std::fill(out + done, out + done + run, 0.0f);
+      std::fill(out + done, out + done + run, 0u);  // zero padding: +0.0, and a zero in every decoded plane
     } else {
-      const float* src = x_ + ((n * g_.in_h + hi) * g_.in_w + wi) * g_.in_c + ci;
-      std::memcpy(out + done, src, static_cast<size_t>(run) * sizeof(float));
+      const uint32_t* src = data + ((n * g_.in_h + hi) * g_.in_w + wi) * g_.in_c + ci;
+      std::memcpy(out + done, src, static_cast<size_t>(run) * sizeof(uint32_t));
     }
     done += run;
   }
@@ -77,15 +64,17 @@ void Im2ColSource::read(int64_t row, int64_t col0, int64_t count, float* out) co
 // ---------------------------------------------------------------------------------------------- range check
 
 OperandRange summarize_operand(const float* values, int64_t count) {
-  int32_t special = 0, lo = 255, hi = 0;
+  // Over the exponent fields in place: the largest (0x7F800000 = inf/NaN present) and the smallest non-zero one.
+  // Branch-free min/max so the loop vectorises (it reads every operand of every op call).
   const uint32_t* bits = reinterpret_cast<const uint32_t*>(values);
-  for (int64_t i = 0; i < count; ++i) {  // branch-free so it vectorises
-    const int32_t e = static_cast<int32_t>((bits[i] >> 23) & 0xFFu);
-    special |= (e == 255);
-    lo = std::min(lo, (e == 0 || e == 255) ? 255 : e);
-    hi = std::max(hi, e == 255 ? 0 : e);
+  uint32_t lo = kExpMask, hi = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const uint32_t e = bits[i] & kExpMask;
+    hi = std::max(hi, e);
+    lo = std::min(lo, e == 0 ? kExpMask : e);
   }
-  return OperandRange{special != 0, lo, hi};
+  if (hi == kExpMask) return OperandRange{true, 255, 0};
+  return OperandRange{false, static_cast<int32_t>(lo >> 23), static_cast<int32_t>(hi >> 23)};
 }
 
 bool fast_path_is_exact(Mode mode, const OperandRange& a, const OperandRange& b) {
@@ -100,13 +89,14 @@ namespace {
 
 // ---------------------------------------------------------------------------------------------- blocking
 
-// Register tile MR x NR (6 rows x two 16-lane vectors: 12 accumulators); KC keeps a B micro-panel (KC x NR with
-// two 4-byte parts) at 32 KB, inside the 48 KB L1 of current Xeons; MC x KC and KC x NC stay inside L2.
+// Register tile MR x NR (6 rows x two 16-lane vectors: 12 accumulators). KC keeps a B micro-panel (KC x NR, two
+// 4-byte planes) at 32 KB, inside the 48 KB L1 of current Xeons; an A block (MC x KC, up to three planes) stays
+// inside L2, and a large MC means B is re-packed less often (once per MC rows).
 constexpr int64_t kMR = 6;
 constexpr int64_t kNR = 32;
 constexpr int64_t kKC = 128;
-constexpr int64_t kMC = 96;
-constexpr int64_t kNC = 256;
+constexpr int64_t kMC = 384;
+constexpr int64_t kNC = 512;
 
 // TensorFlow's CPU threads set FTZ and DAZ; the definitions are IEEE, so the kernels run with both off.
 class ScopedIeeeArithmetic {
@@ -120,21 +110,32 @@ class ScopedIeeeArithmetic {
 #endif
 };
 
-// One operand decoded for the fast kernel: two 32-bit parts and whether it takes part (rule 2 zeros do not).
+// ---------------------------------------------------------------------------------------------- decoding
+
+// The fast kernels decode both operands while packing them, into up to two 32-bit parts and a "takes part" mask
+// (rule 2 zeros do not). The left operand (A) is then read by broadcasts straight from memory (an embedded
+// {1to16} operand costs no shuffle-port uop) and its mask by a mask-register load, which keeps port 5 free for
+// the table permutes.
+template <Mode M>
+constexpr bool kUsesPart1 = M == Mode::kAm32 || M == Mode::kAm16 || M == Mode::kTable;
+template <Mode M>
+constexpr bool kMasked = M == Mode::kMit32 || M == Mode::kMit16 || M == Mode::kAm32 || M == Mode::kAm16 ||
+                         M == Mode::kTable;
+
+// The MBM region boundaries for m = 23 in terms of y = Fa + Fb - kMbmShift (see the am32 kernel).
+constexpr uint32_t kMbmShift = 0x75FFFFu;  // ONE - C0 - 1 = 0x800000 - 0xA0000 - 1
+
 struct Decoded {
   uint32_t part0;
   uint32_t part1;
   bool nonzero;
 };
 
-// The MBM region boundaries for m = 23 in terms of y = Fa + Fb - kMbmShift (see the am32 kernel).
-constexpr uint32_t kMbmShift = 0x75FFFFu;  // ONE - C0 - 1 = 0x800000 - 0xA0000 - 1
-
 template <Mode M, bool kLeft>
 inline Decoded decode(uint32_t u) {
-  const bool nonzero = ((u >> 23) & 0xFFu) != 0u;
+  const bool nonzero = (u & kExpMask) != 0u;
   if constexpr (M == Mode::kAcc32) return {nonzero ? u : (u & kSignMask), 0u, nonzero};
-  if constexpr (M == Mode::kFp16) return {bits_of(round_to_half(float_of(u))), 0u, true};
+  if constexpr (M == Mode::kFp16) return {bits_of(round_to_half(float_of(u))), 0u, nonzero};
   if constexpr (M == Mode::kAcc16) return {nonzero ? (u & 0xFFFF0000u) : 0u, 0u, nonzero};
   if constexpr (M == Mode::kMit32 || M == Mode::kMit16) {
     // Mitchell is the integer sum of the operands' bit patterns less the bias: the mantissa carry lands in the
@@ -145,89 +146,91 @@ inline Decoded decode(uint32_t u) {
   if constexpr (M == Mode::kAm32) {
     return kLeft ? Decoded{u - kOneBits, (u & kMantMask) - kMbmShift, nonzero} : Decoded{u, u & kMantMask, nonzero};
   }
-  // Tables (am16 and lut): the left operand picks the table row, the right one the byte within it; the sign and
-  // exponent parts sum to sign | (Ea + Eb - 127) << 23 and the table byte c << 7 | M adds in at bit 16.
+  // Tables (am16 and lut): the left operand picks the table row (byte offset), the right one the byte within it;
+  // the sign/exponent parts sum to sign | (Ea + Eb - 127) << 23 and the table byte c << 7 | M adds in at bit 16.
   const uint32_t field = (u >> 16) & 0x7Fu;
   if constexpr (kLeft) return {u & 0xFF800000u, field << kTableBits, nonzero};
   return {(u & 0xFF800000u) - (127u << 23), field << 16, nonzero};
 }
 
-// Packed panels of one task: A as [panel][k][MR], B as [panel][k][NR]; part1 only where the mode has one.
-struct Panels {
-  std::vector<float> staging_a, staging_b;
-  std::vector<uint32_t> a0, a1, b0, b1, b_nonzero;
-  std::vector<uint16_t> a_nonzero;
+// ---------------------------------------------------------------------------------------------- packing
+
+// Packed blocks of one task: A as [panel][r][k] (row-major per panel, so packing is a copy), B as [panel][k][NR].
+// Kept per thread across calls: TF's worker threads live as long as the process, and fresh buffers cost page faults.
+struct Packed {
+  std::vector<uint32_t> a0, a1, b0, b1, b_mask, staging;
+  std::vector<uint16_t> a_mask;
 };
 
 template <Mode M, bool kFast>
-void pack_b(const MatrixSource& b, int64_t k0, int64_t kc, int64_t n0, int64_t nc, Panels& p) {
-  const int64_t panels = (nc + kNR - 1) / kNR;
-  p.staging_b.assign(static_cast<size_t>(panels * kNR), 0.0f);  // columns past nc read as +0.0
-  p.b0.resize(static_cast<size_t>(panels * kc * kNR));
-  if (kFast) {
-    p.b1.resize(p.b0.size());
-    p.b_nonzero.resize(static_cast<size_t>(panels * kc));
-  }
-  for (int64_t kk = 0; kk < kc; ++kk) {
-    b.read(k0 + kk, n0, nc, p.staging_b.data());
-    for (int64_t panel = 0; panel < panels; ++panel) {
-      const int64_t base = (panel * kc + kk) * kNR;
-      uint32_t mask = 0;
-      for (int64_t j = 0; j < kNR; ++j) {
-        const uint32_t u = bits_of(p.staging_b[panel * kNR + j]);
-        if (!kFast) {
-          p.b0[base + j] = u;
-          continue;
-        }
-        const Decoded d = decode<M, false>(u);
-        p.b0[base + j] = d.part0;
-        p.b1[base + j] = d.part1;
-        mask |= static_cast<uint32_t>(d.nonzero) << j;
+void pack_a(const MatrixSource& source, const uint32_t* raw, int64_t m0, int64_t mc, int64_t k0, int64_t kc,
+            Packed& p) {
+  const int64_t panels = (mc + kMR - 1) / kMR, size = panels * kMR * kc;
+  p.a0.resize(static_cast<size_t>(size));
+  if (kFast && kUsesPart1<M>) p.a1.resize(static_cast<size_t>(size));
+  if (kFast && kMasked<M>) p.a_mask.resize(static_cast<size_t>(size));
+  for (int64_t i = 0; i < panels * kMR; ++i) {
+    const int64_t at = i * kc;  // panel * MR * kc + r * kc
+    uint32_t* row = p.a0.data() + at;
+    if (i >= mc) {  // padding rows: +0.0 (takes no part); their accumulators are never stored
+      std::fill(row, row + kc, 0u);
+      if (kFast && kUsesPart1<M>) std::fill(p.a1.begin() + at, p.a1.begin() + at + kc, 0u);
+      if (kFast && kMasked<M>) std::fill(p.a_mask.begin() + at, p.a_mask.begin() + at + kc, uint16_t{0});
+      continue;
+    }
+    source.read(raw, m0 + i, k0, kc, row);
+    if constexpr (kFast) {
+      for (int64_t k = 0; k < kc; ++k) {
+        const Decoded d = decode<M, true>(row[k]);
+        row[k] = d.part0;
+        if constexpr (kUsesPart1<M>) p.a1[at + k] = d.part1;
+        if constexpr (kMasked<M>) p.a_mask[at + k] = d.nonzero ? 0xFFFF : 0;
       }
-      if (kFast) p.b_nonzero[panel * kc + kk] = mask;
     }
   }
 }
 
 template <Mode M, bool kFast>
-void pack_a(const MatrixSource& a, int64_t m0, int64_t mc, int64_t k0, int64_t kc, Panels& p) {
-  const int64_t panels = (mc + kMR - 1) / kMR;
-  p.staging_a.resize(static_cast<size_t>(kc));
-  p.a0.assign(static_cast<size_t>(panels * kc * kMR), 0u);
-  if (kFast) {
-    p.a1.assign(p.a0.size(), 0u);
-    p.a_nonzero.assign(p.a0.size(), 0u);
-  }
-  for (int64_t i = 0; i < mc; ++i) {
-    a.read(m0 + i, k0, kc, p.staging_a.data());
-    const int64_t panel = i / kMR, r = i % kMR;
-    for (int64_t kk = 0; kk < kc; ++kk) {
-      const int64_t at = (panel * kc + kk) * kMR + r;
-      const uint32_t u = bits_of(p.staging_a[kk]);
-      if (!kFast) {
-        p.a0[at] = u;
-        continue;
+void pack_b(const MatrixSource& source, const uint32_t* raw, int64_t k0, int64_t kc, int64_t n0, int64_t nc,
+            Packed& p) {
+  const int64_t panels = (nc + kNR - 1) / kNR;
+  p.b0.resize(static_cast<size_t>(panels * kc * kNR));
+  if (kFast && kUsesPart1<M>) p.b1.resize(p.b0.size());
+  if (kFast && kMasked<M>) p.b_mask.resize(static_cast<size_t>(panels * kc));
+  p.staging.assign(static_cast<size_t>(panels * kNR), 0u);  // columns past nc: +0.0 (takes no part)
+  for (int64_t kk = 0; kk < kc; ++kk) {
+    source.read(raw, k0 + kk, n0, nc, p.staging.data());
+    for (int64_t panel = 0; panel < panels; ++panel) {
+      const uint32_t* in = p.staging.data() + panel * kNR;
+      uint32_t* out0 = p.b0.data() + (panel * kc + kk) * kNR;
+      if constexpr (!kFast) {
+        std::memcpy(out0, in, kNR * sizeof(uint32_t));
+      } else {
+        uint32_t* out1 = kUsesPart1<M> ? p.b1.data() + (panel * kc + kk) * kNR : nullptr;
+        uint32_t mask = 0;
+        for (int64_t j = 0; j < kNR; ++j) {
+          const Decoded d = decode<M, false>(in[j]);
+          out0[j] = d.part0;
+          if constexpr (kUsesPart1<M>) out1[j] = d.part1;
+          mask |= static_cast<uint32_t>(d.nonzero) << j;
+        }
+        if constexpr (kMasked<M>) p.b_mask[panel * kc + kk] = mask;
       }
-      const Decoded d = decode<M, true>(u);
-      p.a0[at] = d.part0;
-      p.a1[at] = d.part1;
-      p.a_nonzero[at] = d.nonzero ? 0xFFFFu : 0u;
     }
   }
-  // Rows past mc stay 0 (+0.0): their products are zeros and their accumulators are never stored.
 }
 
 // ---------------------------------------------------------------------------------------------- micro-kernels
 
 struct MicroArgs {
   int64_t kc;
-  const uint32_t* a0;
+  const uint32_t* a0;  // [MR][kc]
   const uint32_t* a1;
-  const uint16_t* a_nonzero;
-  const uint32_t* b0;
+  const uint16_t* a_mask;
+  const uint32_t* b0;  // [kc][NR]
   const uint32_t* b1;
-  const uint32_t* b_nonzero;
-  float* acc;  // [MR][NR]
+  const uint32_t* b_mask;  // [kc], bit j for lane j
+  float* acc;              // [MR][NR]
   const uint8_t* table7;
 };
 
@@ -236,7 +239,7 @@ void micro_generic(const MicroArgs& x) {
   for (int64_t k = 0; k < x.kc; ++k) {
     const uint32_t* b_row = x.b0 + k * kNR;
     for (int64_t r = 0; r < kMR; ++r) {
-      const float a = float_of(x.a0[k * kMR + r]);
+      const float a = float_of(x.a0[r * x.kc + k]);
       float* acc = x.acc + r * kNR;
       for (int64_t j = 0; j < kNR; ++j) acc[j] += product<M>(a, float_of(b_row[j]), x.table7);
     }
@@ -244,13 +247,7 @@ void micro_generic(const MicroArgs& x) {
 }
 
 #if defined(AMDNN_FAST_AVX512)
-template <Mode M>
-constexpr bool kMasked = M == Mode::kMit32 || M == Mode::kMit16 || M == Mode::kAm32 || M == Mode::kAm16 ||
-                         M == Mode::kTable;
-template <Mode M>
-constexpr bool kTwoParts = M == Mode::kAm32 || M == Mode::kAm16 || M == Mode::kTable;
-
-// 16 products of a (broadcast) with 16 lanes of b, as the bits (or value) to add to the accumulator.
+// 16 products of a (broadcast) with 16 lanes of b, as the value (or bits) to add to the accumulator.
 template <Mode M>
 inline __m512 fast_product16(__m512i a0, __m512i b0, __m512i a1, __m512i b1, __m512i row_lo, __m512i row_hi) {
   if constexpr (M == Mode::kAcc32) {
@@ -294,19 +291,20 @@ void micro_fast(const MicroArgs& x) {
   __m512i b1_lo = _mm512_setzero_si512(), b1_hi = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
   __m512i row_lo = _mm512_setzero_si512(), row_hi = _mm512_setzero_si512();
   __mmask16 b_lo_mask = 0xFFFF, b_hi_mask = 0xFFFF;
-  for (int64_t k = 0; k < x.kc; ++k) {
+  const int64_t kc = x.kc;
+  for (int64_t k = 0; k < kc; ++k) {
     const __m512i b0_lo = _mm512_loadu_si512(x.b0 + k * kNR), b0_hi = _mm512_loadu_si512(x.b0 + k * kNR + 16);
-    if constexpr (kTwoParts<M>) {
+    if constexpr (kUsesPart1<M>) {
       b1_lo = _mm512_loadu_si512(x.b1 + k * kNR);
       b1_hi = _mm512_loadu_si512(x.b1 + k * kNR + 16);
     }
     if constexpr (kMasked<M>) {
-      b_lo_mask = static_cast<__mmask16>(x.b_nonzero[k] & 0xFFFFu);
-      b_hi_mask = static_cast<__mmask16>(x.b_nonzero[k] >> 16);
+      b_lo_mask = static_cast<__mmask16>(x.b_mask[k] & 0xFFFFu);
+      b_hi_mask = static_cast<__mmask16>(x.b_mask[k] >> 16);
     }
 #pragma GCC unroll 6
     for (int r = 0; r < kMR; ++r) {
-      const int64_t at = k * kMR + r;
+      const int64_t at = r * kc + k;
       const __m512i a0 = _mm512_set1_epi32(static_cast<int>(x.a0[at]));
       if constexpr (M == Mode::kAm32) a1 = _mm512_set1_epi32(static_cast<int>(x.a1[at]));
       if constexpr (M == Mode::kAm16 || M == Mode::kTable) {
@@ -317,7 +315,7 @@ void micro_fast(const MicroArgs& x) {
       const __m512 p_lo = fast_product16<M>(a0, b0_lo, a1, b1_lo, row_lo, row_hi);
       const __m512 p_hi = fast_product16<M>(a0, b0_hi, a1, b1_hi, row_lo, row_hi);
       if constexpr (kMasked<M>) {
-        const __mmask16 a_mask = x.a_nonzero[at];
+        const __mmask16 a_mask = _load_mask16(const_cast<__mmask16*>(x.a_mask + at));
         acc[r][0] = _mm512_mask_add_ps(acc[r][0], a_mask & b_lo_mask, acc[r][0], p_lo);
         acc[r][1] = _mm512_mask_add_ps(acc[r][1], a_mask & b_hi_mask, acc[r][1], p_hi);
       } else {
@@ -350,40 +348,45 @@ struct GemmProblem {
   const Multiplier* multiplier;
   const MatrixSource* a;
   const MatrixSource* b;
+  const uint32_t* a_raw;
+  const uint32_t* b_raw;
   int64_t m, n, k;
   float* c;
   int64_t ldc;
+  bool transpose_c;
   int64_t mc, nc;
+
+  float* at(int64_t i, int64_t j) const { return transpose_c ? c + j * ldc + i : c + i * ldc + j; }
 };
 
 template <Mode M, bool kFast>
-void run_block(const GemmProblem& g, int64_t m0, int64_t n0, Panels& p) {
+void run_block(const GemmProblem& g, int64_t m0, int64_t n0, Packed& p) {
   const int64_t mc = std::min(g.mc, g.m - m0), nc = std::min(g.nc, g.n - n0);
   const int64_t a_panels = (mc + kMR - 1) / kMR, b_panels = (nc + kNR - 1) / kNR;
   alignas(64) float tile[kMR * kNR];
   for (int64_t k0 = 0; k0 < g.k; k0 += kKC) {
     const int64_t kc = std::min(kKC, g.k - k0);
-    pack_b<M, kFast>(*g.b, k0, kc, n0, nc, p);
-    pack_a<M, kFast>(*g.a, m0, mc, k0, kc, p);
+    pack_b<M, kFast>(*g.b, g.b_raw, k0, kc, n0, nc, p);
+    pack_a<M, kFast>(*g.a, g.a_raw, m0, mc, k0, kc, p);
     for (int64_t pa = 0; pa < a_panels; ++pa) {
       for (int64_t pb = 0; pb < b_panels; ++pb) {
+        const int64_t i0 = m0 + pa * kMR, j0 = n0 + pb * kNR;
         const int64_t rows = std::min(kMR, mc - pa * kMR), cols = std::min(kNR, nc - pb * kNR);
-        float* c_tile = g.c + (m0 + pa * kMR) * g.ldc + n0 + pb * kNR;
         // The running sums continue across k blocks through C, so the order is that of one pass over k.
         std::fill(tile, tile + kMR * kNR, 0.0f);
-        if (k0 > 0) {
-          for (int64_t r = 0; r < rows; ++r) std::memcpy(tile + r * kNR, c_tile + r * g.ldc, cols * sizeof(float));
-        }
-        const int64_t a_at = pa * kc * kMR, b_at = pb * kc * kNR;
-        MicroArgs x{kc,
-                    p.a0.data() + a_at,
-                    kFast ? p.a1.data() + a_at : nullptr,
-                    kFast ? p.a_nonzero.data() + a_at : nullptr,
-                    p.b0.data() + b_at,
-                    kFast ? p.b1.data() + b_at : nullptr,
-                    kFast ? p.b_nonzero.data() + pb * kc : nullptr,
-                    tile,
-                    g.multiplier->table7.data()};
+        if (k0 > 0)
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t j = 0; j < cols; ++j) tile[r * kNR + j] = *g.at(i0 + r, j0 + j);
+        const int64_t a_at = pa * kMR * kc, b_at = pb * kc * kNR;
+        const MicroArgs x{kc,
+                          p.a0.data() + a_at,
+                          kFast && kUsesPart1<M> ? p.a1.data() + a_at : nullptr,
+                          kFast && kMasked<M> ? p.a_mask.data() + a_at : nullptr,
+                          p.b0.data() + b_at,
+                          kFast && kUsesPart1<M> ? p.b1.data() + b_at : nullptr,
+                          kFast && kMasked<M> ? p.b_mask.data() + pb * kc : nullptr,
+                          tile,
+                          g.multiplier->table7.data()};
 #if defined(AMDNN_FAST_AVX512)
         if constexpr (kFast) {
           micro_fast<M>(x);
@@ -393,37 +396,30 @@ void run_block(const GemmProblem& g, int64_t m0, int64_t n0, Panels& p) {
 #else
         micro_generic<M>(x);
 #endif
-        for (int64_t r = 0; r < rows; ++r) std::memcpy(c_tile + r * g.ldc, tile + r * kNR, cols * sizeof(float));
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t j = 0; j < cols; ++j) *g.at(i0 + r, j0 + j) = tile[r * kNR + j];
       }
     }
   }
 }
 
-template <Mode M>
-void run_tasks(const GemmProblem& g, bool fast, int64_t begin, int64_t end) {
-  ScopedIeeeArithmetic ieee;
-  Panels panels;
-  const int64_t n_blocks = (g.n + g.nc - 1) / g.nc;
-  for (int64_t t = begin; t < end; ++t) {
-    const int64_t m0 = (t / n_blocks) * g.mc, n0 = (t % n_blocks) * g.nc;
-    if (has_fast_kernel<M>() && fast) {
-      run_block<M, has_fast_kernel<M>()>(g, m0, n0, panels);
-    } else {
-      run_block<M, false>(g, m0, n0, panels);
-    }
-  }
+template <Mode M, bool kFast>
+void run_gemm(const GemmProblem& g, const ParallelFor& parallel_for) {
+  const int64_t n_blocks = (g.n + g.nc - 1) / g.nc, tasks = ((g.m + g.mc - 1) / g.mc) * n_blocks;
+  const int64_t cost = g.mc * g.nc * g.k * 2;  // ~2 cycles per product on the fast path
+  parallel_for(tasks, cost, [&](int64_t begin, int64_t end) {
+    ScopedIeeeArithmetic ieee;
+    thread_local Packed packed;
+    for (int64_t t = begin; t < end; ++t) run_block<M, kFast>(g, (t / n_blocks) * g.mc, (t % n_blocks) * g.nc, packed);
+  });
 }
 
-void dispatch(const GemmProblem& g, bool fast, int64_t begin, int64_t end) {
-  switch (g.multiplier->mode) {
-    case Mode::kAcc32: return run_tasks<Mode::kAcc32>(g, fast, begin, end);
-    case Mode::kAcc16: return run_tasks<Mode::kAcc16>(g, fast, begin, end);
-    case Mode::kFp16: return run_tasks<Mode::kFp16>(g, fast, begin, end);
-    case Mode::kAm32: return run_tasks<Mode::kAm32>(g, fast, begin, end);
-    case Mode::kAm16: return run_tasks<Mode::kAm16>(g, fast, begin, end);
-    case Mode::kMit32: return run_tasks<Mode::kMit32>(g, fast, begin, end);
-    case Mode::kMit16: return run_tasks<Mode::kMit16>(g, fast, begin, end);
-    case Mode::kTable: return run_tasks<Mode::kTable>(g, fast, begin, end);
+template <Mode M>
+void run_mode(const GemmProblem& g, bool fast, const ParallelFor& parallel_for) {
+  if (has_fast_kernel<M>() && fast) {
+    run_gemm<M, has_fast_kernel<M>()>(g, parallel_for);
+  } else {
+    run_gemm<M, false>(g, parallel_for);
   }
 }
 
@@ -431,21 +427,40 @@ int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 }  // namespace
 
-void approximate_gemm(const Multiplier& multiplier, const MatrixSource& a, const MatrixSource& b, int64_t m,
-                      int64_t n, int64_t k, float* c, int64_t ldc, bool fast_path, const ParallelFor& parallel_for) {
+void approximate_gemm(const Multiplier& multiplier, const GemmOperand& a, const GemmOperand& b, int64_t m, int64_t n,
+                      int64_t k, float* c, int64_t ldc, bool transpose_c, bool fast_path,
+                      const ParallelFor& parallel_for, int num_threads) {
   if (m <= 0 || n <= 0) return;
+  GemmProblem g{&multiplier, a.source, b.source, reinterpret_cast<const uint32_t*>(a.values),
+                reinterpret_cast<const uint32_t*>(b.values), m, n, k, c, ldc, transpose_c,
+                std::min(kMC, round_up(m, kMR)), std::min(kNC, round_up(n, kNR))};
   if (k <= 0) {
-    for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) *g.at(i, j) = 0.0f;
     return;
   }
-  GemmProblem g{&multiplier, &a, &b, m, n, k, c, ldc, std::min(kMC, round_up(m, kMR)), std::min(kNC, round_up(n, kNR))};
-  // Enough tasks to keep every thread busy on small layers (e.g. 4x4x512 at batch 32 is only 512 rows).
-  constexpr int64_t kMinTasks = 16;
+  // Enough tasks to keep every thread busy on small layers (4x4x512 at batch 32 is only 512 rows). A smaller MC
+  // re-packs B more often, a smaller NC re-packs A more often: split the side whose operand is smaller.
+  const int64_t min_tasks = 3 * std::max(num_threads, 1);
   auto tasks = [&] { return ((g.m + g.mc - 1) / g.mc) * ((g.n + g.nc - 1) / g.nc); };
-  while (tasks() < kMinTasks && g.mc > kMR) g.mc = round_up(g.mc / 2, kMR);
-  while (tasks() < kMinTasks && g.nc > kNR) g.nc = round_up(g.nc / 2, kNR);
-  const int64_t cost = g.mc * g.nc * g.k * 2;  // ~2 cycles per product on the fast path
-  parallel_for(tasks(), cost, [&](int64_t begin, int64_t end) { dispatch(g, fast_path, begin, end); });
+  while (tasks() < min_tasks && (g.mc > kMR || g.nc > kNR)) {
+    const bool split_n = g.nc > kNR && (g.m <= g.n || g.mc <= kMR);
+    if (split_n) {
+      g.nc = round_up(g.nc / 2, kNR);
+    } else {
+      g.mc = round_up(g.mc / 2, kMR);
+    }
+  }
+  switch (multiplier.mode) {
+    case Mode::kAcc32: return run_mode<Mode::kAcc32>(g, fast_path, parallel_for);
+    case Mode::kAcc16: return run_mode<Mode::kAcc16>(g, fast_path, parallel_for);
+    case Mode::kFp16: return run_mode<Mode::kFp16>(g, fast_path, parallel_for);
+    case Mode::kAm32: return run_mode<Mode::kAm32>(g, fast_path, parallel_for);
+    case Mode::kAm16: return run_mode<Mode::kAm16>(g, fast_path, parallel_for);
+    case Mode::kMit32: return run_mode<Mode::kMit32>(g, fast_path, parallel_for);
+    case Mode::kMit16: return run_mode<Mode::kMit16>(g, fast_path, parallel_for);
+    case Mode::kTable: return run_mode<Mode::kTable>(g, fast_path, parallel_for);
+  }
 }
 
 void run_serially(int64_t num_tasks, int64_t, const std::function<void(int64_t, int64_t)>& work) {

@@ -42,6 +42,10 @@ class AmdnnKernel : public OpKernel {
     return true;
   }
 
+  static int num_threads(OpKernelContext* ctx) {
+    return ctx->device()->tensorflow_cpu_worker_threads()->num_threads;
+  }
+
   static ParallelFor thread_pool(OpKernelContext* ctx) {
     auto* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
     return [pool](int64_t n, int64_t cost, const std::function<void(int64_t, int64_t)>& work) {
@@ -53,9 +57,21 @@ class AmdnnKernel : public OpKernel {
   std::string multiplier_name_;
 };
 
+GemmOperand operand(const MatrixSource& source, const Tensor& values) {
+  return GemmOperand{&source, values.flat<float>().data()};
+}
+
 bool fast_path(Mode mode, const Tensor& a, const Tensor& b) {
   const auto fa = a.flat<float>(), fb = b.flat<float>();
   return fast_path_is_exact(mode, summarize_operand(fa.data(), fa.size()), summarize_operand(fb.data(), fb.size()));
+}
+
+// The multiplier with its table's operands swapped: product(b, a) under it is product(a, b) under the original.
+Multiplier transposed_table(const Multiplier& multiplier) {
+  Multiplier swapped = multiplier;
+  for (int fa = 0; fa < 128; ++fa)
+    for (int fb = 0; fb < 128; ++fb) swapped.table7[(fa << 7) | fb] = multiplier.table7[(fb << 7) | fa];
+  return swapped;
 }
 
 // ------------------------------------------------------------------------------------------------ conv2d
@@ -126,10 +142,11 @@ class Conv2DOp : public ConvKernel {
     OP_REQUIRES_OK(ctx, geometry(x.shape(), w.shape(), &g));
     Tensor* y = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, output_shape(g), &y));
-    const Im2ColSource patches(x.flat<float>().data(), g, /*transposed=*/false);
-    const DenseSource filter(w.flat<float>().data(), g.out_c, /*transposed=*/false);
-    approximate_gemm(multiplier, patches, filter, g.out_pixels(), g.out_c, g.patch_size(), y->flat<float>().data(),
-                     g.out_c, fast_path(mode_, x, w), thread_pool(ctx));
+    const Im2ColSource patches(g);
+    const DenseSource filter(g.out_c);
+    approximate_gemm(multiplier, operand(patches, x), operand(filter, w), g.out_pixels(), g.out_c, g.patch_size(),
+                     y->flat<float>().data(), g.out_c, /*transpose_c=*/false, fast_path(mode_, x, w),
+                     thread_pool(ctx), num_threads(ctx));
   }
 };
 
@@ -170,16 +187,18 @@ class Conv2DBackpropInputOp : public ConvKernel {
     if (dx->NumElements() == 0 || dy.NumElements() == 0) return;
     const bool fast = fast_path(mode_, dy, w);
     const float* dy_data = dy.flat<float>().data();
-    const float* w_data = w.flat<float>().data();
     const int64_t pixels = g.out_h * g.out_w, patch = g.patch_size();
+    const DenseSource grad(g.out_c), filter_t(patch);
+    std::vector<float> w_t(static_cast<size_t>(w.NumElements()));  // [out_c, patch]
+    transpose(w.flat<float>().data(), patch, g.out_c, w_t.data());
     // One image per task: images write disjoint parts of dx, and within an image col2im adds in a fixed order.
     auto work = [&](int64_t begin, int64_t end) {
       std::vector<float> columns(static_cast<size_t>(pixels * patch));
       for (int64_t n = begin; n < end; ++n) {
-        const DenseSource grad(dy_data + n * pixels * g.out_c, g.out_c, /*transposed=*/false);
-        const DenseSource filter_t(w_data, g.out_c, /*transposed=*/true);
-        approximate_gemm(multiplier, grad, filter_t, pixels, patch, g.out_c, columns.data(), patch, fast,
-                         run_serially);
+        const GemmOperand image_grad{&grad, dy_data + n * pixels * g.out_c};
+        approximate_gemm(multiplier, image_grad, GemmOperand{&filter_t, w_t.data()}, pixels, patch, g.out_c,
+                         columns.data(), patch,
+                         /*transpose_c=*/false, fast, run_serially, 1);
         col2im(g, columns.data(), dx_data + n * g.in_h * g.in_w * g.in_c);
       }
     };
@@ -221,10 +240,17 @@ class Conv2DBackpropFilterOp : public ConvKernel {
     OP_REQUIRES_OK(ctx, check_out_backprop("AmdnnConv2DBackpropFilter", output_shape(g), dy));
     Tensor* dw = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, w_shape, &dw));
-    const Im2ColSource patches_t(x.flat<float>().data(), g, /*transposed=*/true);
-    const DenseSource grad(dy.flat<float>().data(), g.out_c, /*transposed=*/false);
-    approximate_gemm(multiplier, patches_t, grad, g.patch_size(), g.out_c, g.out_pixels(), dw->flat<float>().data(),
-                     g.out_c, fast_path(mode_, x, dy), thread_pool(ctx));
+    // dw = x^T (*) dy computed as its transpose dw^T = dy^T (*) x: the im2col matrix is then read along its rows
+    // (contiguous channels) and packed once. The products keep x as their left operand through the transposed
+    // table (every other mode is symmetric in its operands).
+    std::vector<float> dy_t(static_cast<size_t>(dy.NumElements()));  // [out_c, out_pixels]
+    transpose(dy.flat<float>().data(), g.out_pixels(), g.out_c, dy_t.data());
+    const DenseSource grad_t(g.out_pixels());
+    const Im2ColSource patches(g);
+    approximate_gemm(transposed_table(multiplier), GemmOperand{&grad_t, dy_t.data()}, operand(patches, x), g.out_c,
+                     g.patch_size(),
+                     g.out_pixels(), dw->flat<float>().data(), g.out_c, /*transpose_c=*/true,
+                     fast_path(mode_, dy, x), thread_pool(ctx), num_threads(ctx));
   }
 };
 
@@ -253,10 +279,23 @@ class MatMulOp : public AmdnnKernel {
                                         transpose_b_ ? " (transposed)" : ""));
     Tensor* c = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({m, n}), &c));
-    const DenseSource left(a.flat<float>().data(), a.dim_size(1), transpose_a_);
-    const DenseSource right(b.flat<float>().data(), b.dim_size(1), transpose_b_);
-    approximate_gemm(multiplier, left, right, m, n, k, c->flat<float>().data(), n, fast_path(mode_, a, b),
-                     thread_pool(ctx));
+    // Transposed operands are materialised once, so packing reads rows.
+    std::vector<float> a_t, b_t;
+    const float* a_data = a.flat<float>().data();
+    const float* b_data = b.flat<float>().data();
+    if (transpose_a_) {
+      a_t.resize(static_cast<size_t>(a.NumElements()));
+      transpose(a_data, a.dim_size(0), a.dim_size(1), a_t.data());
+      a_data = a_t.data();
+    }
+    if (transpose_b_) {
+      b_t.resize(static_cast<size_t>(b.NumElements()));
+      transpose(b_data, b.dim_size(0), b.dim_size(1), b_t.data());
+      b_data = b_t.data();
+    }
+    const DenseSource left(k), right(n);
+    approximate_gemm(multiplier, GemmOperand{&left, a_data}, GemmOperand{&right, b_data}, m, n, k, c->flat<float>().data(), n,
+                     /*transpose_c=*/false, fast_path(mode_, a, b), thread_pool(ctx), num_threads(ctx));
   }
 
  private:

@@ -105,6 +105,14 @@ def test_lut_tables_of_any_width(tmp_path):
     assert_products(ops.matmul(left[:, None], right[None, :], multiplier=multiplier).numpy(), left, right, multiplier)
     left, right = OPERANDS["special"]
     assert_products(ops.matmul(left[:, None], right[None, :], multiplier=multiplier).numpy(), left, right, multiplier)
+    # The gradients keep the definition's operand order: dx = dy (*) w^T (dy left), dw = x^T (*) dy (x left).
+    for operands in ("fast", "special"):
+        left, right = OPERANDS[operands]
+        n, k = left.size, right.size
+        dx = raw_conv_backprop_input([n, 1, 1, k], right.reshape(1, 1, k, 1), left.reshape(n, 1, 1, 1), multiplier)
+        assert_products(dx, left, right, multiplier)
+        dw = raw_conv_backprop_filter(left.reshape(1, 1, 1, n), [1, 1, n, k], right.reshape(1, 1, 1, k), multiplier)
+        assert_products(dw, left, right, multiplier)
 
 
 def test_modes_differ_from_each_other():

@@ -1,0 +1,166 @@
+"""Speed of the compiled ops against TensorFlow's native ops (oneDNN on CPU) on the same shapes, in the same run.
+
+Shapes: the 3x3 convs of ResNet-18 on CIFAR-10 at batch 32 (one per stage, 32x32x64 down to 4x4x512) and the
+dense layers of LeNet-300-100 at batch 128. For each shape and mode: forward, and forward + both gradients, each
+timed as the median of several repeats of a tf.function (graph mode, so Python overhead is excluded), native and
+simulated interleaved so that machine noise hits both alike. Every kernel is first checked bit for bit against the
+numpy reference on single products (as the tests do) so nothing wrong is timed.
+
+    python -m bench.ops_benchmark [--modes acc32,am16,am32] [--repeats 7] [--write docs/performance.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import statistics
+import time
+
+import numpy as np
+import tensorflow as tf
+
+import ops
+from ops import reference
+from ops.build import build
+
+# name: (input NHWC, filter HWIO) — ResNet-18 CIFAR 3x3 convs, stride 1, one per stage
+CONV_SHAPES = {
+    "conv 32x32x64->64": ((32, 32, 32, 64), (3, 3, 64, 64)),
+    "conv 16x16x128->128": ((32, 16, 16, 128), (3, 3, 128, 128)),
+    "conv 8x8x256->256": ((32, 8, 8, 256), (3, 3, 256, 256)),
+    "conv 4x4x512->512": ((32, 4, 4, 512), (3, 3, 512, 512)),
+}
+# LeNet-300-100 at batch 128: (batch, in, out)
+DENSE_SHAPES = {
+    "dense 784->300": (128, 784, 300),
+    "dense 300->100": (128, 300, 100),
+    "dense 100->10": (128, 100, 10),
+}
+
+
+def verify_bit_exact(multiplier: str) -> None:
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(256).astype(np.float32)
+    b = rng.standard_normal(256).astype(np.float32)
+    got = ops.matmul(a[:, None], b[None, :], multiplier=multiplier).numpy()
+    want = reference.product(a[:, None], b[None, :], multiplier)
+    if not np.array_equal(got.view(np.uint32), want.view(np.uint32)):
+        raise SystemExit(f"{multiplier}: the kernel is not bit-exact against the reference; not timing it")
+
+
+def median_seconds(fn, repeats: int) -> float:
+    fn()  # trace and warm up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def layer_functions(kind: str, shape, multiplier: str | None):
+    """(forward, forward+backward) tf.functions over fixed random inputs; multiplier None = native TF op."""
+    rng = np.random.default_rng(1)
+    if kind == "conv":
+        shape_x, shape_w = shape
+        x = tf.constant(np.maximum(rng.standard_normal(shape_x), 0).astype(np.float32))  # ReLU activations
+        w = tf.constant((rng.standard_normal(shape_w) * 0.05).astype(np.float32))
+        op = (lambda p, q: tf.nn.conv2d(p, q, 1, "SAME")) if multiplier is None else \
+            (lambda p, q: ops.conv2d(p, q, 1, "SAME", 1, multiplier))
+    else:
+        batch, n_in, n_out = shape
+        x = tf.constant(np.maximum(rng.standard_normal((batch, n_in)), 0).astype(np.float32))
+        w = tf.constant((rng.standard_normal((n_in, n_out)) * 0.05).astype(np.float32))
+        op = tf.matmul if multiplier is None else (lambda p, q: ops.matmul(p, q, multiplier))
+
+    @tf.function(jit_compile=False)
+    def forward():
+        return op(x, w)
+
+    @tf.function(jit_compile=False)
+    def forward_backward():
+        with tf.GradientTape() as tape:
+            tape.watch([x, w])
+            y = op(x, w)
+        return tape.gradient(y, [x, w], output_gradients=tf.ones_like(y))
+
+    return (lambda: forward().numpy()), (lambda: [g.numpy() for g in forward_backward()])
+
+
+def measure(modes: list[str], repeats: int) -> list[dict]:
+    rows = []
+    shapes = [("conv", name, shape) for name, shape in CONV_SHAPES.items()] + \
+             [("dense", name, shape) for name, shape in DENSE_SHAPES.items()]
+    for kind, name, shape in shapes:
+        native_fwd, native_fb = layer_functions(kind, shape, None)
+        for mode in modes:
+            fwd, fb = layer_functions(kind, shape, mode)
+            t_native_fwd, t_fwd = median_seconds(native_fwd, repeats), median_seconds(fwd, repeats)
+            t_native_fb, t_fb = median_seconds(native_fb, repeats), median_seconds(fb, repeats)
+            rows.append(dict(shape=name, mode=mode, native_fwd_ms=1e3 * t_native_fwd, fwd_ms=1e3 * t_fwd,
+                             native_fb_ms=1e3 * t_native_fb, fb_ms=1e3 * t_fb))
+            print(f"{name:22s} {mode:6s} fwd {1e3 * t_fwd:8.2f} ms ({t_fwd / t_native_fwd:5.2f}x)  "
+                  f"fwd+bwd {1e3 * t_fb:8.2f} ms ({t_fb / t_native_fb:5.2f}x)", flush=True)
+    return rows
+
+
+def machine() -> str:
+    cpu = platform.processor()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, TensorFlow {tf.__version__}, kernels: {build().target}"
+
+
+def markdown(rows: list[dict], modes: list[str]) -> str:
+    lines = ["| shape | " + " | ".join(f"{m} fwd | {m} fwd+bwd" for m in modes) + " | native fwd ms | native fwd+bwd ms |",
+             "|---|" + "---|---|" * len(modes) + "---|---|"]
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        cells = []
+        native = None
+        for mode in modes:
+            r = next(r for r in rows if r["shape"] == shape and r["mode"] == mode)
+            native = r
+            cells.append(f"{r['fwd_ms'] / r['native_fwd_ms']:.2f}x | {r['fb_ms'] / r['native_fb_ms']:.2f}x")
+        lines.append(f"| {shape} | " + " | ".join(cells) +
+                     f" | {native['native_fwd_ms']:.2f} | {native['native_fb_ms']:.2f} |")
+    # Totals: what a training step of these layers costs, simulated over native.
+    totals = []
+    for mode in modes:
+        sel = [r for r in rows if r["mode"] == mode]
+        totals.append(f"{sum(r['fwd_ms'] for r in sel) / sum(r['native_fwd_ms'] for r in sel):.2f}x | "
+                      f"{sum(r['fb_ms'] for r in sel) / sum(r['native_fb_ms'] for r in sel):.2f}x")
+    lines.append("| **all shapes (sum of times)** | " + " | ".join(totals) + " | | |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--modes", default="acc32,am16,am32", help="comma-separated modes (ops.names())")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--write", help="markdown file whose table section to replace (docs/performance.md)")
+    args = parser.parse_args()
+    modes = [m for m in args.modes.split(",") if m]
+    for mode in modes:
+        verify_bit_exact(mode)
+    rows = measure(modes, args.repeats)
+    table = markdown(rows, modes)
+    stamp = f"Measured {datetime.date.today().isoformat()} on {machine()}; median of {args.repeats} repeats."
+    print("\n" + stamp + "\n\n" + table)
+    if args.write:
+        path = args.write
+        text = open(path).read()
+        begin, end = "<!-- benchmark table begin -->", "<!-- benchmark table end -->"
+        head, rest = text.split(begin)
+        _, tail = rest.split(end)
+        open(path, "w").write(f"{head}{begin}\n{stamp}\n\n{table}\n{end}{tail}")
+
+
+if __name__ == "__main__":
+    main()
