@@ -10,7 +10,8 @@ load the same file.
     python -m ops.build            build now (e.g. on a login node) and report what was built, where, for which TF
     python -m ops.build --info     report only; build nothing
 
-AMDNN_OPS_CACHE sets the cache directory (default ~/.cache/amdnn/ops); CXX the compiler (default g++).
+AMDNN_OPS_CACHE sets the cache directory (default ~/.cache/amdnn/ops); CXX the compiler (default g++);
+AMDNN_OPS_TARGET a lower target than the CPU's best (one of X86_TARGETS' names).
 """
 
 from __future__ import annotations
@@ -75,11 +76,22 @@ def cpu_flags() -> set[str]:
 
 
 def cpu_target() -> tuple[str, list[str]]:
-    """The best target the running CPU supports, and its compiler flags."""
+    """The best target the running CPU supports (or AMDNN_OPS_TARGET, e.g. to build for an older partition), and
+    its compiler flags."""
     if platform.machine() not in ("x86_64", "AMD64"):
         # Other architectures: the generic kernel at the baseline of the architecture, keyed by machine name.
         return platform.machine(), []
     flags = cpu_flags()
+    forced = os.environ.get("AMDNN_OPS_TARGET")
+    if forced:
+        match = next((target for target in X86_TARGETS if target[0] == forced), None)
+        if match is None:
+            raise BuildError(f"AMDNN_OPS_TARGET={forced!r} is not a target; valid: "
+                             f"{', '.join(target[0] for target in X86_TARGETS)}")
+        if not match[1] <= flags:
+            raise BuildError(f"AMDNN_OPS_TARGET={forced} needs CPU features this CPU lacks: "
+                             f"{', '.join(sorted(match[1] - flags))}")
+        return match[0], match[2]
     for name, needed, compile_flags in X86_TARGETS:
         if needed <= flags:
             return name, compile_flags

@@ -116,14 +116,32 @@ class ScopedIeeeArithmetic {
 // (rule 2 zeros do not). The left operand (A) is then read by broadcasts straight from memory (an embedded
 // {1to16} operand costs no shuffle-port uop) and its mask by a mask-register load, which keeps port 5 free for
 // the table permutes.
+#if defined(AMDNN_FAST_TABLES)
+constexpr bool kAm16ByTable = true;  // one vpermt2b per 16 products
+#else
+constexpr bool kAm16ByTable = false;  // the MBM formula on 7-bit fields, like am32
+#endif
+template <Mode M>
+constexpr bool kMbmArithmetic = M == Mode::kAm32 || (M == Mode::kAm16 && !kAm16ByTable);
+template <Mode M>
+constexpr bool kTableLookup = M == Mode::kTable || (M == Mode::kAm16 && kAm16ByTable);
 template <Mode M>
 constexpr bool kUsesPart1 = M == Mode::kAm32 || M == Mode::kAm16 || M == Mode::kTable;
 template <Mode M>
 constexpr bool kMasked = M == Mode::kMit32 || M == Mode::kMit16 || M == Mode::kAm32 || M == Mode::kAm16 ||
                          M == Mode::kTable;
 
-// The MBM region boundaries for m = 23 in terms of y = Fa + Fb - kMbmShift (see the am32 kernel).
-constexpr uint32_t kMbmShift = 0x75FFFFu;  // ONE - C0 - 1 = 0x800000 - 0xA0000 - 1
+// The MBM formula with the mantissa fields in place (bit 22 down): y = Fa + Fb - shift, correction
+// clamp(C0 - floor_grid(y / 2), C1, C0), zero where y >= top. Per mode: the bits kept, the forced low bit, the grid
+// of the kept field, and the region boundaries (ONE - C0 - 1 unit; 2 ONE - C1 - shift). C0 = 655360 and
+// C1 = 327680 are the same numbers for m = 23 and m = 7 (10 << 16, 5 << 16).
+struct MbmConstants {
+  uint32_t kept, forced, field, grid, shift, top;
+};
+template <Mode M>
+constexpr MbmConstants kMbm = M == Mode::kAm32
+                                  ? MbmConstants{0xFFFFFFFFu, 0u, kMantMask, 0xFFFFFFFFu, 0x75FFFFu, 0x850001u}
+                                  : MbmConstants{0xFFFF0000u, 0x10000u, 0x7F0000u, 0xFFFF0000u, 0x750000u, 0x860000u};
 
 struct Decoded {
   uint32_t part0;
@@ -143,8 +161,10 @@ inline Decoded decode(uint32_t u) {
     const uint32_t kept = (M == Mode::kMit16) ? (u & 0xFFFF0000u) : u;
     return {kLeft ? kept - kOneBits : kept, 0u, nonzero};
   }
-  if constexpr (M == Mode::kAm32) {
-    return kLeft ? Decoded{u - kOneBits, (u & kMantMask) - kMbmShift, nonzero} : Decoded{u, u & kMantMask, nonzero};
+  if constexpr (kMbmArithmetic<M>) {
+    constexpr MbmConstants c = kMbm<M>;
+    const uint32_t kept = (u & c.kept) | c.forced, field = (u & c.field) | c.forced;
+    return kLeft ? Decoded{kept - kOneBits, field - c.shift, nonzero} : Decoded{kept, field, nonzero};
   }
   // Tables (am16 and lut): the left operand picks the table row (byte offset), the right one the byte within it;
   // the sign/exponent parts sum to sign | (Ea + Eb - 127) << 23 and the table byte c << 7 | M adds in at bit 16.
@@ -260,14 +280,16 @@ inline __m512 fast_product16(__m512i a0, __m512i b0, __m512i a1, __m512i b1, __m
     return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(p), _mm512_set1_epi32(int(0xFFFF0000u))));
   } else if constexpr (M == Mode::kMit32 || M == Mode::kMit16) {
     return _mm512_castsi512_ps(_mm512_add_epi32(a0, b0));
-  } else if constexpr (M == Mode::kAm32) {
-    // y = Fa + Fb - 0x75FFFF. The MBM correction as a function of s = Fa + Fb is C0 = 0xA0000 below
-    // ONE - C0, falls by one per two steps of s across [ONE - C0, ONE) (the halved carry case), is C1 = 0x50000
-    // up to 2 ONE - C1 and 0 above: clamp(C0 - (y >> 1), C1, C0), zeroed where y >= 0xFB0000 - 0x75FFFF.
+  } else if constexpr (kMbmArithmetic<M>) {
+    // The MBM correction as a function of s = Fa + Fb is C0 below ONE - C0, falls by one unit per two of s across
+    // [ONE - C0, ONE) (the halved carry case), is C1 up to 2 ONE - C1 and 0 above.
+    constexpr MbmConstants c = kMbm<M>;
     const __m512i c0 = _mm512_set1_epi32(0xA0000), c1 = _mm512_set1_epi32(0x50000);
     const __m512i y = _mm512_add_epi32(a1, b1);
-    __m512i v = _mm512_min_epi32(_mm512_sub_epi32(c0, _mm512_srai_epi32(y, 1)), c0);
-    const __mmask16 below_top = _mm512_cmplt_epi32_mask(y, _mm512_set1_epi32(0x850001));
+    __m512i half = _mm512_srai_epi32(y, 1);
+    if constexpr (c.grid != 0xFFFFFFFFu) half = _mm512_and_si512(half, _mm512_set1_epi32(int(c.grid)));
+    __m512i v = _mm512_min_epi32(_mm512_sub_epi32(c0, half), c0);
+    const __mmask16 below_top = _mm512_cmplt_epi32_mask(y, _mm512_set1_epi32(int(c.top)));
     v = _mm512_maskz_max_epi32(below_top, v, c1);
     return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_add_epi32(a0, b0), v));
   } else {
@@ -306,8 +328,8 @@ void micro_fast(const MicroArgs& x) {
     for (int r = 0; r < kMR; ++r) {
       const int64_t at = r * kc + k;
       const __m512i a0 = _mm512_set1_epi32(static_cast<int>(x.a0[at]));
-      if constexpr (M == Mode::kAm32) a1 = _mm512_set1_epi32(static_cast<int>(x.a1[at]));
-      if constexpr (M == Mode::kAm16 || M == Mode::kTable) {
+      if constexpr (kMbmArithmetic<M>) a1 = _mm512_set1_epi32(static_cast<int>(x.a1[at]));
+      if constexpr (kTableLookup<M>) {
         const uint8_t* row = x.table7 + x.a1[at];
         row_lo = _mm512_loadu_si512(row);
         row_hi = _mm512_loadu_si512(row + 64);
@@ -336,7 +358,7 @@ constexpr bool has_fast_kernel() {
 #if defined(AMDNN_FAST_TABLES)
   return true;
 #elif defined(AMDNN_FAST_AVX512)
-  return !(M == Mode::kAm16 || M == Mode::kTable);
+  return M != Mode::kTable;
 #else
   return false;
 #endif
@@ -471,7 +493,7 @@ std::string kernel_description() {
 #if defined(AMDNN_FAST_TABLES)
   return "avx512 (all modes; vbmi table lookups)";
 #elif defined(AMDNN_FAST_AVX512)
-  return "avx512 (table modes generic: no vbmi)";
+  return "avx512 (lut tables generic: no vbmi)";
 #else
   return "generic (no avx512)";
 #endif
