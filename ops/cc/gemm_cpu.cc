@@ -81,8 +81,10 @@ bool fast_path_is_exact(Mode mode, const OperandRange& a, const OperandRange& b)
   if (mode == Mode::kFp16) return true;  // IEEE half arithmetic throughout: no range rules to emulate
   if (a.has_inf_or_nan || b.has_inf_or_nan) return false;
   if (a.max_exponent == 0 || b.max_exponent == 0) return true;  // every product is a zero
-  // Biased exponents with Ea + Eb - 127 in [1, 253] keep every product, carry included, a normal number.
-  return a.min_exponent + b.min_exponent >= 128 && a.max_exponent + b.max_exponent <= 380;
+  // Biased exponents with Ea + Eb - 127 in [1, 253] keep every product, carry included, a normal number; and
+  // below 254 each, pb * T (the table kernels' intermediate, up to 2^(Eb-126)) stays finite.
+  return a.min_exponent + b.min_exponent >= 128 && a.max_exponent + b.max_exponent <= 380 &&
+         a.max_exponent <= 253 && b.max_exponent <= 253;
 }
 
 namespace {
@@ -128,8 +130,7 @@ constexpr bool kTableLookup = M == Mode::kTable || (M == Mode::kAm16 && kAm16ByT
 template <Mode M>
 constexpr bool kUsesPart1 = M == Mode::kAm32 || M == Mode::kAm16 || M == Mode::kTable;
 template <Mode M>
-constexpr bool kMasked = M == Mode::kMit32 || M == Mode::kMit16 || M == Mode::kAm32 || M == Mode::kAm16 ||
-                         M == Mode::kTable;
+constexpr bool kMasked = M == Mode::kMit32 || M == Mode::kMit16 || kMbmArithmetic<M>;
 
 // The MBM formula with the mantissa fields in place (bit 22 down): y = Fa + Fb - shift, correction
 // clamp(C0 - floor_grid(y / 2), C1, C0), zero where y >= top. Per mode: the bits kept, the forced low bit, the grid
@@ -166,11 +167,13 @@ inline Decoded decode(uint32_t u) {
     const uint32_t kept = (u & c.kept) | c.forced, field = (u & c.field) | c.forced;
     return kLeft ? Decoded{kept - kOneBits, field - c.shift, nonzero} : Decoded{kept, field, nonzero};
   }
-  // Tables (am16 and lut): the left operand picks the table row (byte offset), the right one the byte within it;
-  // the sign/exponent parts sum to sign | (Ea + Eb - 127) << 23 and the table byte c << 7 | M adds in at bit 16.
+  // Tables (am16 and lut): the product is pa * (pb * T) with pa = +-2^(Ea-127) (0 for a rule 2 zero), pb likewise
+  // and T = 2^c (1 + M/128) the table entry: pb * T is pb's bits plus the entry c << 7 | M placed at bit 16, and
+  // the multiplication by the power of two pa is exact in range, so an FMA adds exactly the product. The left
+  // operand picks the table row (byte offset), the right one the byte within it.
   const uint32_t field = (u >> 16) & 0x7Fu;
   if constexpr (kLeft) return {u & 0xFF800000u, field << kTableBits, nonzero};
-  return {(u & 0xFF800000u) - (127u << 23), field << 16, nonzero};
+  return {nonzero ? (u & 0xFF800000u) : 0u, field << 16, nonzero};
 }
 
 // ---------------------------------------------------------------------------------------------- packing
@@ -180,6 +183,7 @@ inline Decoded decode(uint32_t u) {
 struct Packed {
   std::vector<uint32_t> a0, a1, b0, b1, b_mask, staging;
   std::vector<uint16_t> a_mask;
+  std::vector<uint64_t> b_permute_mask;  // tables: per k and 16-lane half, byte 2 of each non-zero lane
 };
 
 template <Mode M, bool kFast>
@@ -217,6 +221,7 @@ void pack_b(const MatrixSource& source, const uint32_t* raw, int64_t k0, int64_t
   p.b0.resize(static_cast<size_t>(panels * kc * kNR));
   if (kFast && kUsesPart1<M>) p.b1.resize(p.b0.size());
   if (kFast && kMasked<M>) p.b_mask.resize(static_cast<size_t>(panels * kc));
+  if (kFast && kTableLookup<M>) p.b_permute_mask.resize(static_cast<size_t>(panels * kc * 2));
   p.staging.assign(static_cast<size_t>(panels * kNR), 0u);  // columns past nc: +0.0 (takes no part)
   for (int64_t kk = 0; kk < kc; ++kk) {
     source.read(raw, k0 + kk, n0, nc, p.staging.data());
@@ -235,6 +240,13 @@ void pack_b(const MatrixSource& source, const uint32_t* raw, int64_t k0, int64_t
           mask |= static_cast<uint32_t>(d.nonzero) << j;
         }
         if constexpr (kMasked<M>) p.b_mask[panel * kc + kk] = mask;
+        if constexpr (kTableLookup<M>) {
+          for (int half = 0; half < 2; ++half) {
+            uint64_t bytes = 0;
+            for (int j = 0; j < 16; ++j) bytes |= static_cast<uint64_t>((mask >> (16 * half + j)) & 1u) << (4 * j + 2);
+            p.b_permute_mask[(panel * kc + kk) * 2 + half] = bytes;
+          }
+        }
       }
     }
   }
@@ -250,6 +262,7 @@ struct MicroArgs {
   const uint32_t* b0;  // [kc][NR]
   const uint32_t* b1;
   const uint32_t* b_mask;  // [kc], bit j for lane j
+  const uint64_t* b_permute_mask;  // [kc][2]
   float* acc;              // [MR][NR]
   const uint8_t* table7;
 };
@@ -293,15 +306,18 @@ inline __m512 fast_product16(__m512i a0, __m512i b0, __m512i a1, __m512i b1, __m
     v = _mm512_maskz_max_epi32(below_top, v, c1);
     return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_add_epi32(a0, b0), v));
   } else {
-#if defined(AMDNN_FAST_TABLES)
-    // Byte 2 of every lane of b1 holds Fb; the looked-up byte c << 7 | M lands in byte 2 (the 0x44.. mask).
-    const __m512i entry = _mm512_maskz_permutex2var_epi8(0x4444444444444444ULL, row_lo, b1, row_hi);
-    return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_add_epi32(a0, b0), entry));
-#else
-    return _mm512_setzero_ps();
-#endif
+    return _mm512_setzero_ps();  // tables: see table_term16
   }
 }
+
+#if defined(AMDNN_FAST_TABLES)
+// pb * T for 16 lanes: byte 2 of every lane of b1 holds Fb and the looked-up byte c << 7 | M lands in byte 2; the
+// permute mask zeroes the lanes of rule 2 zeros (their b0 is 0 too), so those lanes add 0 * pa.
+inline __m512 table_term16(__m512i b0, __m512i b1, __mmask64 lanes, __m512i row_lo, __m512i row_hi) {
+  const __m512i entry = _mm512_maskz_permutex2var_epi8(lanes, row_lo, b1, row_hi);
+  return _mm512_castsi512_ps(_mm512_add_epi32(b0, entry));
+}
+#endif
 
 template <Mode M>
 void micro_fast(const MicroArgs& x) {
@@ -334,6 +350,15 @@ void micro_fast(const MicroArgs& x) {
         row_lo = _mm512_loadu_si512(row);
         row_hi = _mm512_loadu_si512(row + 64);
       }
+#if defined(AMDNN_FAST_TABLES)
+      if constexpr (kTableLookup<M>) {
+        const __m512 pa = _mm512_castsi512_ps(a0);
+        const __mmask64 lanes_lo = x.b_permute_mask[2 * k], lanes_hi = x.b_permute_mask[2 * k + 1];
+        acc[r][0] = _mm512_fmadd_ps(pa, table_term16(b0_lo, b1_lo, lanes_lo, row_lo, row_hi), acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(pa, table_term16(b0_hi, b1_hi, lanes_hi, row_lo, row_hi), acc[r][1]);
+        continue;
+      }
+#endif
       const __m512 p_lo = fast_product16<M>(a0, b0_lo, a1, b1_lo, row_lo, row_hi);
       const __m512 p_hi = fast_product16<M>(a0, b0_hi, a1, b1_hi, row_lo, row_hi);
       if constexpr (kMasked<M>) {
@@ -407,6 +432,7 @@ void run_block(const GemmProblem& g, int64_t m0, int64_t n0, Packed& p) {
                           p.b0.data() + b_at,
                           kFast && kUsesPart1<M> ? p.b1.data() + b_at : nullptr,
                           kFast && kMasked<M> ? p.b_mask.data() + pb * kc : nullptr,
+                          kFast && kTableLookup<M> ? p.b_permute_mask.data() + pb * kc * 2 : nullptr,
                           tile,
                           g.multiplier->table7.data()};
 #if defined(AMDNN_FAST_AVX512)
