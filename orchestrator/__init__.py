@@ -3,13 +3,18 @@
 Kept free of heavy imports (stdlib only) so that `orchestrator.environment` can bootstrap a missing virtual
 environment before TensorFlow, MLflow or Hydra are imported. Import the parts directly:
 
-    orchestrator.config       validate(cfg), resolved paths, the config keys that define a cell
-    orchestrator.identity     cell_identity(cfg), cell_name(cfg)
-    orchestrator.checkpoints  atomic, checksummed checkpoints; newest-that-verifies resume
-    orchestrator.trainer      the deterministic training loop (runs in the worker process)
-    orchestrator.worker       `python -m orchestrator.worker CELL_DIR`: the supervised child process
     orchestrator.cell         run_cell(cfg) -> CellResult, request_checkpoint(): the one entry point of a job
-    orchestrator.tracking     MLflow run per cell with a durable local queue
-    orchestrator.report       the model x mult table read back from MLflow
+    orchestrator.config       validate(cfg) (also for cluster launchers, before submitting), ConfigError
+    orchestrator.identity     cell_identity(cfg), cell_name(cfg): the same config is the same run
+    orchestrator.checkpoints  atomic, checksummed checkpoints; the newest that verifies is resumed
+    orchestrator.trainer      the deterministic training loop, NaN rollback (runs in the worker process)
+    orchestrator.worker       `python -m orchestrator.worker CELL_DIR`: the supervised training process
+    orchestrator.tracking     one MLflow run per cell, fed through a durable local queue
+    orchestrator.cellfiles    the files of a cell's folder (done.json, events.jsonl, ...) that other tools read
+    orchestrator.report       the model x mult table read back from MLflow (`python -m orchestrator.report`)
+    orchestrator.launching    what launch.py does with one composed config
     orchestrator.callbacks    Hydra callbacks: validate a sweep before it runs, print its table at the end
+    orchestrator.optim        optimizers and learning-rate schedules (the lists of valid names)
+    orchestrator.paths        default locations of data/, checkpoints/ and the MLflow store
+    orchestrator.progress     a progress bar in a terminal, one line per epoch in a log
 """

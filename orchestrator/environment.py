@@ -23,6 +23,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 VENV = REPO / ".venv"
+# Hydra loads launchers only from the `hydra_plugins` namespace package; the project's lives under orchestrator/
+# (the repository's top level holds only the project's own folders) and this folder goes on sys.path.
+HYDRA_PLUGIN_ROOT = REPO / "orchestrator" / "cluster" / "plugin_root"
 # Imported by every part of the project; if one is missing the environment is not set up.
 REQUIRED_MODULES = ("tensorflow", "keras", "hydra", "submitit", "mlflow", "sklearn", "filelock", "tqdm")
 
@@ -81,8 +84,15 @@ def install(extras: tuple[str, ...] = ()) -> None:
         _stamp_path().write_text(_wanted_stamp(extras))
 
 
+def add_hydra_plugins() -> None:
+    """Make the project's Hydra launchers (cluster=slurm|pbs|gadi) findable in the hydra_plugins namespace."""
+    if str(HYDRA_PLUGIN_ROOT) not in sys.path:
+        sys.path.append(str(HYDRA_PLUGIN_ROOT))
+
+
 def ensure_environment(extras: tuple[str, ...] = ()) -> None:
     """Return if the dependencies are importable; otherwise set up the venv and re-run this command in it."""
+    add_hydra_plugins()
     if _running_in_venv():
         if not _installed(extras):
             install(extras)

@@ -1,0 +1,25 @@
+"""AMDNN launcher: `python launch.py` trains one grid cell; `python launch.py -m model=...,... mult=...,...` a grid.
+
+    python launch.py                                        LeNet-300-100 under am16 on digits, here, in about a minute
+    python launch.py -m model=lenet300,lenet5 mult=native,am16       a local 2x2 sweep, then its results table
+    python launch.py -m model=resnet18,resnet34 mult=am32,am16 dataset=cifar10 train=cifar cluster=gadi
+
+Re-running any of these finishes what did not finish and trains nothing that did. Configuration: conf/config.yaml.
+"""
+from orchestrator.environment import ensure_environment
+
+ensure_environment()  # before any third-party import: a fresh machine gets its .venv here
+
+import hydra  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+
+@hydra.main(config_path="conf", config_name="config", version_base="1.3")
+def main(cfg: DictConfig) -> dict:
+    from orchestrator.launching import launch_cell
+
+    return launch_cell(cfg)
+
+
+if __name__ == "__main__":
+    main()

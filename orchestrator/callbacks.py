@@ -1,0 +1,79 @@
+"""Hydra callbacks of a sweep: check every cell before the first one runs; print the results table at the end.
+
+Configured in conf/config.yaml (hydra.callbacks.amdnn), so they run in the launching process whatever the launcher:
+a local sweep, or a cluster sweep that only submits (whose table then shows the cells still queued as "-").
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+log = logging.getLogger(__name__)
+
+
+def sweep_overrides(config: DictConfig) -> list[list[str]]:
+    """The override list of every job of the sweep, as Hydra's basic sweeper expands the command line."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+    return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+
+
+def cells_of_sweep(config: DictConfig) -> list[dict]:
+    """Compose and validate every cell of the sweep; raise ConfigError naming the first bad cell's overrides."""
+    from hydra import compose
+
+    from .config import ConfigError, validate
+    from .identity import cell_identity
+    from .tracking import mult_label
+
+    cells = []
+    for overrides in sweep_overrides(config):
+        cfg = compose(config_name=config.hydra.job.config_name, overrides=overrides)
+        try:
+            c = validate(cfg)
+        except ConfigError as e:
+            raise ConfigError(f"sweep cell {' '.join(overrides) or '(defaults)'}: {e}") from None
+        cells.append({"identity": cell_identity(c), "model": c["model"]["name"], "mult": mult_label(c),
+                      "dataset": c["dataset"]["name"], "seed": c["seed"]})
+    return cells
+
+
+class SweepCallbacks(Callback):
+    def __init__(self) -> None:
+        self.cells: list[dict] | None = None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        # Before anything is trained or submitted: one bad value anywhere in the grid stops the whole sweep.
+        # SystemExit, because Hydra turns a callback's exceptions into warnings and carries on.
+        from .config import ConfigError
+
+        try:
+            self.cells = cells_of_sweep(config)
+        except ConfigError as e:
+            print(f"[amdnn] sweep refused, nothing launched: {e}", file=sys.stderr, flush=True)
+            raise SystemExit(2) from None
+        print(f"[amdnn] sweep of {len(self.cells)} cell(s), all valid", flush=True)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from . import paths, report
+
+        uri = paths.tracking_uri(config.get("tracking_uri"))
+        try:
+            rows = report.collect(uri, config.experiment, [c["identity"] for c in self.cells or []] or None)
+            rows += report.missing_rows(self.cells or [], rows)
+        except Exception as e:  # noqa: BLE001 - the sweep itself went through; say why there is no table
+            print(f"[amdnn] cannot read results from {uri}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+            return
+        table = report.markdown(rows)
+        sweep_dir = Path(config.hydra.sweep.dir)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        (sweep_dir / "report.md").write_text(table + "\n")
+        (sweep_dir / "report.csv").write_text(report.to_csv(rows))
+        print(f"\n{table}\n\n[amdnn] also in {sweep_dir / 'report.md'} and {sweep_dir / 'report.csv'}", flush=True)

@@ -1,0 +1,234 @@
+"""Hydra launchers for cluster=slurm, cluster=pbs and cluster=gadi: one job per cell (a Slurm job array; single jobs
+on PBS, where Gadi offers no arrays and a cell's continuation must be a job of its own), submitted through submitit,
+recorded in the grid record, printed, and returned from at once. `cluster.wait=true` waits for the cells to end.
+
+Cells that are already finished, or whose latest job is still queued or running, are not submitted again, so the
+same command run twice (or alongside the resume cron, which takes the same lock) submits nothing twice.
+
+Inside the job, the same launcher object runs the cell (Hydra's run_job -> launch.py's task function -> run_cell),
+with the scheduler's warnings turned into checkpoint requests (preempt.py), periodic archiving (archive.py), and the
+job ids recorded on the cell's MLflow run (tag amdnn.job_ids).
+"""
+from __future__ import annotations
+
+import logging
+import shlex
+import shutil
+import sys
+import time
+import typing as tp
+from pathlib import Path
+
+from hydra.core.utils import JobReturn, JobStatus
+from hydra_plugins.hydra_submitit_launcher.submitit_launcher import BaseSubmititLauncher
+from omegaconf import OmegaConf, open_dict
+
+from .. import paths
+from . import queue
+from .grid import Grid, latest_job, state_dir_of
+from .resources import check_scheduler
+
+log = logging.getLogger(__name__)
+
+# The cell facts a job needs without composing its config again.
+_JOB_FIELDS = ("name", "identity", "cell_dir", "archive_dir", "archive_every_min", "tracking_uri", "experiment",
+               "state_dir")
+
+
+def executor_parameters(scheduler: str, cluster: tp.Mapping[str, tp.Any]) -> tp.Dict[str, tp.Any]:
+    """The executor's parameters for a cluster config, with the project made importable in the job: the job unpickles
+    this launcher, whose class lives in the repository (orchestrator/, and its hydra_plugins name in
+    orchestrator/cluster/plugin_root)."""
+    job_name = str(cluster.get("job_name") or "amdnn")
+    repo = paths.repo_root()
+    python_path = f"{repo}:{repo / 'orchestrator' / 'cluster' / 'plugin_root'}"
+    setup = [f"export PYTHONPATH={shlex.quote(python_path)}${{PYTHONPATH:+:$PYTHONPATH}}",
+             *(cluster.get("setup") or ())]
+    cluster = {**cluster, "setup": setup}
+    if scheduler == "slurm":
+        from .slurm import slurm_parameters  # pylint: disable=import-outside-toplevel
+
+        return slurm_parameters(cluster, job_name)
+    from .pbs.params import pbs_parameters  # pylint: disable=import-outside-toplevel
+
+    return pbs_parameters(cluster, job_name)
+
+
+class ClusterLauncher(BaseSubmititLauncher):
+    """Submits and returns (see the module docstring). Subclasses name the scheduler."""
+
+    _EXECUTOR = "abstract"
+
+    # ---- in the launching process -----------------------------------------------------------------------------
+    def launch(self, job_overrides: tp.Sequence[tp.Sequence[str]], initial_job_idx: int) -> tp.Sequence[JobReturn]:
+        from ..config import validate  # pylint: disable=import-outside-toplevel
+        from ..identity import cell_identity, cell_name  # pylint: disable=import-outside-toplevel
+        from ..tracking import mult_label  # pylint: disable=import-outside-toplevel
+        from .status import done_info  # pylint: disable=import-outside-toplevel
+
+        assert self.config is not None and self.hydra_context is not None
+        cluster = tp.cast(dict, OmegaConf.to_container(self.config.cluster, resolve=True))
+        scheduler = check_scheduler(str(cluster.get("scheduler")))
+        if scheduler != self._EXECUTOR:
+            raise ValueError(f"cluster.scheduler={scheduler} but hydra/launcher is the {self._EXECUTOR} launcher; "
+                             f"choose the cluster with cluster=<name> and leave hydra/launcher to it")
+        state_dir = state_dir_of(cluster)
+        grid = Grid(state_dir)
+        folder = Path(str(self.params["submitit_folder"])).expanduser().absolute()
+        spec = {"scheduler": scheduler, "folder": str(folder), "max_num_timeout": int(cluster["max_requeues"]),
+                "python": cluster.get("python"), "parameters": executor_parameters(scheduler, cluster)}
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+
+        cells = []
+        for idx, overrides in enumerate(job_overrides):
+            sweep_config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+            with open_dict(sweep_config):  # the cell's own keys; hydra's are only resolvable inside the job
+                sweep_config.pop("hydra", None)
+            c = validate(sweep_config)
+            identity = cell_identity(c)
+            name = cell_name(c, identity)
+            cells.append({
+                "idx": initial_job_idx + idx, "overrides": list(overrides), "name": name, "identity": identity,
+                "cell_dir": str(paths.checkpoint_root(c.get("checkpoint_root")) / name),
+                "tracking_uri": paths.tracking_uri(c.get("tracking_uri")), "experiment": c["experiment"],
+                "model": c["model"]["name"], "mult": mult_label(c), "dataset": c["dataset"]["name"],
+                "seed": c["seed"], "epochs": c["train"]["epochs"],
+                "archive_dir": str(Path(cluster["archive_dir"]).expanduser().resolve())
+                if cluster.get("archive_dir") else None,
+                "archive_every_min": cluster.get("archive_every_min") or 60,
+                "max_attempts": int(cluster["max_attempts"]), "state_dir": str(state_dir)})
+
+        # The resume cron's lock: a cron run and a launch never submit the same cell at the same time.
+        with grid.locked("resume.lock"):
+            previous = {cell["name"]: grid.cell(cell["name"]) for cell in cells}
+            latest = {n: latest_job(r) for n, r in previous.items() if r and latest_job(r)}
+            by_scheduler: tp.Dict[str, tp.List[str]] = {}
+            for n, job in latest.items():
+                by_scheduler.setdefault(tp.cast(dict, previous[n])["executor"]["scheduler"], []).append(job)
+            states = {}
+            for sched, ids in by_scheduler.items():
+                states.update(queue.job_states(sched, ids))
+            to_submit, skipped = [], []
+            for cell in cells:
+                record = previous[cell["name"]]
+                if record and done_info(record) or done_info(cell):
+                    skipped.append((cell, "finished"))
+                elif cell["name"] in latest and queue.alive(states.get(latest[cell["name"]])):
+                    skipped.append((cell, f"already {states[latest[cell['name']]].lower()} as job "
+                                          f"{latest[cell['name']]}"))
+                else:
+                    to_submit.append(cell)
+            jobs = self._submit(spec, to_submit) if to_submit else []
+            for cell, job in zip(to_submit, jobs):
+                record = dict(previous[cell["name"]] or {})
+                record.update({k: v for k, v in cell.items() if k != "idx"})
+                record["executor"] = spec
+                record.setdefault("jobs", []).append({"id": job.job_id, "how": "launch", "time": time.time()})
+                record["attempts"] = 1  # a launch by hand gives the cell a fresh budget for the resume cron
+                grid.save_cell(record)
+                shutil.copyfile(job.paths.submitted_pickle, grid.root / "cells" / f"{cell['name']}.pkl")
+        grid.save_sweep(list(sys.argv), [c["name"] for c in cells])
+        self._print(scheduler, folder, state_dir, to_submit, jobs, skipped)
+        if cluster.get("wait"):
+            wait_for(grid, [c["name"] for c in cells])
+        submitted = {cell["name"]: job.job_id for cell, job in zip(to_submit, jobs)}
+        reasons = {cell["name"]: why for cell, why in skipped}
+        return [JobReturn(overrides=cell["overrides"], status=JobStatus.COMPLETED, task_name=cell["name"],
+                          _return_value={"cell": cell["name"], "job_id": submitted.get(cell["name"]),
+                                         "skipped": reasons.get(cell["name"])}) for cell in cells]
+
+    def _submit(self, spec: dict, cells: tp.List[dict]) -> tp.List[tp.Any]:
+        from hydra.core.singleton import Singleton  # pylint: disable=import-outside-toplevel
+
+        from .submit import make_executor  # pylint: disable=import-outside-toplevel
+
+        executor = make_executor(spec)
+        job_params = [(c["overrides"], "hydra.sweep.dir", c["idx"], f"job_id_for_{c['idx']}", Singleton.get_state(),
+                       {k: c[k] for k in _JOB_FIELDS}) for c in cells]
+        return executor.map_array(self, *zip(*job_params))
+
+    @staticmethod
+    def _print(scheduler: str, folder: Path, state_dir: Path, cells: tp.List[dict], jobs: tp.List[tp.Any],
+               skipped: tp.List[tp.Tuple[dict, str]]) -> None:
+        out = [f"[amdnn] {len(jobs)} cell(s) submitted to {scheduler}; job scripts and logs under {folder.parent}"]
+        out += [f"[amdnn]   {c['model']} x {c['mult']} ({c['dataset']}, seed {c['seed']}) -> job {j.job_id}"
+                for c, j in zip(cells, jobs)]
+        out += [f"[amdnn]   {c['model']} x {c['mult']} ({c['dataset']}, seed {c['seed']}): not submitted, {why}"
+                for c, why in skipped]
+        out.append(f"[amdnn] follow the grid with: {sys.executable} -m orchestrator.cluster.status "
+                   f"--state-dir {state_dir}")
+        print("\n".join(out), flush=True)
+
+    # ---- inside the job ---------------------------------------------------------------------------------------
+    def __call__(self, sweep_overrides: tp.List[str], job_dir_key: str, job_num: int, job_id: str,
+                 singleton_state: tp.Dict[type, tp.Any], cell: tp.Optional[dict] = None) -> tp.Any:
+        import submitit  # pylint: disable=import-outside-toplevel
+
+        from .archive import Periodic  # pylint: disable=import-outside-toplevel
+        from .preempt import Warnings, continue_job  # pylint: disable=import-outside-toplevel
+
+        assert cell is not None, "ClusterLauncher jobs are submitted by ClusterLauncher.launch"
+        env = submitit.JobEnvironment()
+        warnings = Warnings().install()
+        archiver = None
+        if cell.get("archive_dir"):
+            archiver = Periodic(Path(cell["cell_dir"]), Path(cell["archive_dir"]), cell["archive_every_min"],
+                                cell["tracking_uri"]).start()
+        try:
+            ret = super().__call__(sweep_overrides, job_dir_key, job_num, job_id, singleton_state)
+        finally:
+            if archiver is not None:
+                archiver.stop()
+        result = ret.return_value  # raises the task's exception: the job fails and says why
+        status = result.get("status") if isinstance(result, dict) else getattr(result, "status", None)
+        grid = Grid(cell["state_dir"])
+        if status != "busy":
+            self._tag_run(cell, grid, env.job_id)
+        if status == "preempted" and warnings.warned:
+            next_id = continue_job(env, self._EXECUTOR)
+            if next_id != env.job_id:
+                grid.add_job(cell["name"], next_id, "continuation")
+                log.info(f"cell {cell['name']} continues as job {next_id}")
+                return result
+            # Slurm requeued this very job: leave without a result, as submitit does, so the requeued run starts over
+            # from the same pickle (and resumes the cell from its checkpoint).
+            sys.exit(-1)
+        return result
+
+    def _tag_run(self, cell: dict, grid: Grid, job_id: str) -> None:
+        """Record every job id that ran the cell on its MLflow run (through the cell's durable tracking queue)."""
+        from ..tracking import Tracker  # pylint: disable=import-outside-toplevel
+
+        record = grid.cell(cell["name"]) or {}
+        ids = [j["id"] for j in record.get("jobs", [])]
+        ids = ids if job_id in ids else ids + [job_id]
+        try:
+            tracker = Tracker(cell["tracking_uri"], cell["experiment"], cell["identity"], Path(cell["cell_dir"]),
+                              run_name=cell["name"])
+            tracker.set_tags({"amdnn.job_ids": ",".join(ids), "amdnn.scheduler": self._EXECUTOR})
+            tracker.flush(patience_s=10.0, force=True)
+        except Exception as e:  # noqa: BLE001 - a missing tag must not fail a trained cell
+            log.warning(f"could not tag the MLflow run of {cell['name']} with its job ids: {e}")
+
+
+class SlurmLauncher(ClusterLauncher):
+    _EXECUTOR = "slurm"
+
+
+class PBSLauncher(ClusterLauncher):
+    _EXECUTOR = "pbs"
+
+
+def wait_for(grid: Grid, names: tp.List[str], poll_s: float = 15.0) -> None:
+    """Block until none of the cells is queued or running; print the table of those cells."""
+    from .status import cell_state, scheduler_states, table, rows  # pylint: disable=import-outside-toplevel
+
+    print("[amdnn] waiting for the cells to finish (cluster.wait=true)", flush=True)
+    while True:
+        records = [r for r in (grid.cell(n) for n in names) if r]
+        states = scheduler_states(records)
+        if not any(cell_state(r, states) in ("queued", "running") for r in records):
+            break
+        time.sleep(poll_s)
+    print(table([r for r in rows(grid) if r["cell"] in names]), flush=True)

@@ -1,0 +1,95 @@
+"""The resume cron: every launched cell that is neither finished nor queued nor running is submitted again, with the
+same identity, so that it resumes from its checkpoint; the MLflow run of a job that died is marked FAILED.
+
+    python -m orchestrator.cluster.resume [--dry-run] [--state-dir DIR]       (jobs/resume.cron runs it)
+
+- bounded: a cell is submitted at most cluster.max_attempts times (launch included), then left as failed;
+- safe when runs overlap: a run that finds another one holding the lock does nothing; launches take the same lock;
+- a cell whose scratch folder lost its checkpoints gets them back from the archive before it is resubmitted;
+- --dry-run says what it would do and changes nothing (no submission, no MLflow change).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import typing as tp
+
+from .grid import Grid, latest_job
+from .status import cell_state, scheduler_states
+
+
+def mark_run_failed(record: dict, job_id: tp.Optional[str]) -> bool:
+    """Set the cell's MLflow run to FAILED if it still says RUNNING (its job died without ending it)."""
+    from mlflow.tracking import MlflowClient  # pylint: disable=import-outside-toplevel
+
+    from ..tracking import TAG_CELL  # pylint: disable=import-outside-toplevel
+
+    client = MlflowClient(record["tracking_uri"])
+    exp = client.get_experiment_by_name(record["experiment"])
+    if exp is None:
+        return False
+    runs = client.search_runs([exp.experiment_id], f"tags.`{TAG_CELL}` = '{record['identity']}'")
+    changed = False
+    for run in runs:
+        if run.info.status == "RUNNING":
+            client.set_tag(run.info.run_id, "amdnn.died_job_id", str(job_id))
+            client.set_terminated(run.info.run_id, "FAILED")
+            changed = True
+    return changed
+
+
+def resume(grid: Grid, dry_run: bool = False, out: tp.TextIO = sys.stdout) -> tp.List[tp.Tuple[str, str]]:
+    """Do (or with dry_run, describe) one resume pass; returns [(cell name, action)]."""
+    from .archive import restore_cell  # pylint: disable=import-outside-toplevel
+    from .submit import resubmit  # pylint: disable=import-outside-toplevel
+
+    actions: tp.List[tp.Tuple[str, str]] = []
+    with grid.locked("resume.lock", blocking=False) as got:
+        if not got:
+            print(f"another resume (or a launch) holds {grid.root / 'resume.lock'}: nothing done", file=out)
+            return actions
+        records = grid.cells()
+        states = scheduler_states(records)
+        for record in records:
+            name, job = record["name"], latest_job(record)
+            state = cell_state(record, states)
+            if state != "failed":
+                continue
+            if not dry_run:
+                try:
+                    if mark_run_failed(record, job):
+                        actions.append((name, f"marked its MLflow run FAILED (job {job} died)"))
+                except Exception as e:  # noqa: BLE001 - the store may be down; resubmitting matters more
+                    print(f"[amdnn] {name}: could not mark its MLflow run FAILED: {e}", file=sys.stderr)
+            attempts, limit = record.get("attempts", 0), record.get("max_attempts", 3)
+            if attempts >= limit:
+                actions.append((name, f"gave up: {attempts} of cluster.max_attempts={limit} attempts used "
+                                      f"(last job {job}, {states.get(job or '', 'gone')})"))
+                continue
+            if dry_run:
+                actions.append((name, f"would resubmit (attempt {attempts + 1} of {limit}; last job {job}, "
+                                      f"{states.get(job or '', 'gone')})"))
+                continue
+            if record.get("archive_dir") and restore_cell(record["cell_dir"], record["archive_dir"]):
+                actions.append((name, f"restored its checkpoints from {record['archive_dir']}"))
+            new_id = resubmit(record["executor"], grid.load_call(name))
+            grid.add_job(name, new_id, "resume")
+            actions.append((name, f"resubmitted as job {new_id} (attempt {attempts + 1} of {limit})"))
+    for name, what in actions:
+        print(f"{name}: {what}", file=out)
+    if not actions:
+        print("every launched cell is finished, queued or running: nothing to do", file=out)
+    return actions
+
+
+def main(argv: tp.Optional[tp.List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dry-run", action="store_true", help="say what would be done, change nothing")
+    parser.add_argument("--state-dir", help="the grid record (default: $AMDNN_STATE_DIR, else <repo>/.amdnn)")
+    args = parser.parse_args(argv)
+    resume(Grid(args.state_dir), dry_run=args.dry_run)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

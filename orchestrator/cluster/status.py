@@ -1,0 +1,143 @@
+"""The grid as a table: every launched cell's state (queued, running, finished, failed), submission attempts, epoch
+progress, latest test accuracy and scheduler job id.
+
+    python -m orchestrator.cluster.status [--state-dir DIR] [--json]
+
+States come from three places, in this order of authority: the cell's done.json (in its checkpoint folder, or in
+the archive when scratch was purged) says finished; the scheduler says whether the cell's latest job is queued or
+running; anything else is failed (the job died, was cancelled, or ran out of requeues) and is what the resume cron
+resubmits. Progress and accuracy come from the cell's MLflow run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import typing as tp
+from collections import defaultdict
+from pathlib import Path
+
+from .. import cellfiles
+from . import queue
+from .grid import Grid, latest_job
+
+STATES = ("queued", "running", "finished", "failed")
+
+
+def archived_cell_dir(record: dict) -> tp.Optional[Path]:
+    archive = record.get("archive_dir")
+    return Path(archive) / record["name"] if archive else None
+
+
+def done_info(record: dict) -> tp.Optional[dict]:
+    """The cell's done.json, from its folder or else from the archive (scratch may have been purged)."""
+    for folder in (Path(record["cell_dir"]), archived_cell_dir(record)):
+        if folder is None:
+            continue
+        done = cellfiles.read_json(folder / cellfiles.DONE)
+        if done and done.get("identity") == record["identity"]:
+            return done
+    return None
+
+
+def scheduler_states(records: tp.Iterable[dict]) -> tp.Dict[str, str]:
+    """{job id: state} for every record's latest job, one scheduler query per scheduler."""
+    wanted: tp.Dict[str, tp.List[str]] = defaultdict(list)
+    for record in records:
+        job = latest_job(record)
+        if job and not done_info(record):
+            wanted[record["executor"]["scheduler"]].append(job)
+    states: tp.Dict[str, str] = {}
+    for scheduler, ids in wanted.items():
+        states.update(queue.job_states(scheduler, ids))
+    return states
+
+
+def cell_state(record: dict, states: tp.Mapping[str, str]) -> str:
+    if done_info(record):
+        return "finished"
+    state = states.get(latest_job(record) or "")
+    if state in queue.QUEUED:
+        return "queued"
+    if state in queue.RUNNING:
+        return "running"
+    return "failed"
+
+
+def progress(records: tp.Iterable[dict]) -> tp.Dict[str, dict]:
+    """{identity: {"epoch", "test_accuracy", "run_id", "run_status"}} from MLflow, one query per store/experiment."""
+    from mlflow.tracking import MlflowClient  # pylint: disable=import-outside-toplevel
+
+    from ..tracking import TAG_CELL  # pylint: disable=import-outside-toplevel
+
+    groups: tp.Dict[tp.Tuple[str, str], tp.Set[str]] = defaultdict(set)
+    for record in records:
+        groups[(record["tracking_uri"], record["experiment"])].add(record["identity"])
+    out: tp.Dict[str, dict] = {}
+    for (uri, experiment), identities in groups.items():
+        try:
+            client = MlflowClient(uri)
+            exp = client.get_experiment_by_name(experiment)
+            runs = [] if exp is None else client.search_runs([exp.experiment_id], f"tags.`{TAG_CELL}` != ''",
+                                                              max_results=50000)
+        except Exception as e:  # noqa: BLE001 - the table is still useful without progress
+            print(f"[amdnn] cannot read MLflow at {uri} ({type(e).__name__}: {e}); progress not shown", file=sys.stderr)
+            continue
+        for run in runs:
+            identity = run.data.tags.get(TAG_CELL)
+            if identity in identities and identity not in out:
+                out[identity] = {"epoch": run.data.metrics.get("epoch"),
+                                 "test_accuracy": run.data.metrics.get("test_accuracy"),
+                                 "run_id": run.info.run_id, "run_status": run.info.status}
+    return out
+
+
+def rows(grid: Grid) -> tp.List[dict]:
+    records = grid.cells()
+    states = scheduler_states(records)
+    prog = progress(records)
+    out = []
+    for record in records:
+        p = prog.get(record["identity"], {})
+        done = done_info(record)
+        epoch = p.get("epoch") or (done or {}).get("epochs") or 0
+        accuracy = (done or {}).get("test_accuracy", p.get("test_accuracy"))
+        out.append({
+            "cell": record["name"], "model": record["model"], "mult": record["mult"], "dataset": record["dataset"],
+            "seed": record["seed"], "state": cell_state(record, states), "attempts": record.get("attempts", 0),
+            "max_attempts": record.get("max_attempts"), "epoch": int(epoch), "epochs": record.get("epochs"),
+            "test_accuracy": accuracy, "job_id": latest_job(record),
+            "job_state": states.get(latest_job(record) or "", "-"), "scheduler": record["executor"]["scheduler"],
+            "run_id": p.get("run_id"), "run_status": p.get("run_status")})
+    return out
+
+
+def table(rows_: tp.List[dict]) -> str:
+    head = ["model", "mult", "dataset", "seed", "state", "attempts", "epoch", "test acc", "job id", "job state"]
+    body = [[r["model"], r["mult"], r["dataset"], str(r["seed"]), r["state"],
+             f"{r['attempts']}/{r['max_attempts']}", f"{r['epoch']}/{r['epochs']}",
+             "-" if r["test_accuracy"] is None else f"{r['test_accuracy']:.4f}",
+             f"{r['job_id'] or '-'} ({r['scheduler']})", r["job_state"]] for r in rows_]
+    widths = [max(len(x) for x in col) for col in zip(head, *body)]
+    line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
+    counts = ", ".join(f"{sum(r['state'] == s for r in rows_)} {s}" for s in STATES)
+    return "\n".join([line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, body),
+                      f"\n{len(rows_)} cells: {counts}"])
+
+
+def main(argv: tp.Optional[tp.List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--state-dir", help="the grid record (default: $AMDNN_STATE_DIR, else <repo>/.amdnn)")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    args = parser.parse_args(argv)
+    grid = Grid(args.state_dir)
+    r = rows(grid)
+    if not r:
+        print(f"no launched cells recorded in {grid.root} (cluster sweeps record what they submit there)")
+        return 0
+    print(json.dumps(r, indent=1) if args.json else table(r))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""Checking a composed cell config before anything is trained or submitted, and reading its parts.
+
+`validate(cfg)` is called by the sweep callback for every cell of a sweep before the first one runs, by `run_cell`
+before it trains, and by the cluster launchers before they submit. The valid choices come from the registries
+(models, ops, models.datasets, orchestrator.optim): the conf/ group files mirror them and a test keeps them equal.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+
+class ConfigError(ValueError):
+    """An invalid cell config; the message names every bad key and what would be valid."""
+
+
+def model_names() -> list[str]:
+    import models
+
+    names = getattr(models, "MODEL_NAMES", None)
+    return list(names() if callable(names) else names) if names is not None else list(models.names())
+
+
+def mult_names() -> list[str]:
+    import ops
+
+    return list(ops.names(include_native=True))
+
+
+def dataset_names() -> list[str]:
+    from models import datasets
+
+    return list(datasets.DATASETS)
+
+
+def to_dict(cfg: Any) -> dict:
+    """A plain, resolved dict of a DictConfig (or a copy of a mapping)."""
+    try:
+        from omegaconf import DictConfig, OmegaConf
+
+        if isinstance(cfg, DictConfig):
+            return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)  # type: ignore[return-value]
+    except ImportError:  # pragma: no cover - omegaconf is a dependency; plain dicts work without it
+        pass
+    import copy
+
+    return copy.deepcopy(dict(cfg))
+
+
+def mult_spec(cfg: Mapping[str, Any]) -> str:
+    """The multiplier as ops and models take it: a mode name, or "lut:<absolute path>" for a table."""
+    mult = cfg["mult"]
+    if mult["name"] == "lut":
+        return "lut:" + os.path.abspath(os.path.expanduser(str(mult["table"])))
+    return str(mult["name"])
+
+
+def validate(cfg: Any) -> dict:
+    """Check a cell config; return it as a plain dict, or raise ConfigError listing every problem."""
+    from . import optim
+
+    c = to_dict(cfg)
+    errors: list[str] = []
+
+    def need(path: str) -> Any:
+        node: Any = c
+        for part in path.split("."):
+            if not isinstance(node, Mapping) or part not in node or node[part] in (None, "???"):
+                errors.append(f"{path} is missing")
+                return None
+            node = node[part]
+        return node
+
+    def choice(path: str, valid: list[str], hint: str) -> None:
+        value = need(path)
+        if value is not None and value not in valid:
+            errors.append(f"{path}={value!r} is not one of {', '.join(valid)} ({hint})")
+
+    choice("model.name", model_names(), "pick with model=NAME")
+    choice("dataset.name", dataset_names(), "pick with dataset=NAME")
+    mult = need("mult.name")
+    if mult is not None:
+        if mult == "lut":
+            table = c["mult"].get("table")
+            if table in (None, "???", ""):
+                errors.append("mult=lut needs a table file: mult=lut mult.table=/path/to/table.bin")
+            elif not os.path.isfile(os.path.expanduser(str(table))) or not os.access(os.path.expanduser(str(table)), os.R_OK):
+                errors.append(f"mult.table={table!r} is not a readable file (an ApproxTrain-format multiplier table)")
+            else:
+                try:
+                    import ops
+
+                    ops.parse(mult_spec(c))
+                except (ValueError, OSError) as e:
+                    errors.append(f"mult.table={table!r}: {e}")
+        elif mult not in mult_names():
+            errors.append(f"mult={mult!r} is not one of {', '.join(mult_names())}, or lut with mult.table=FILE")
+    choice("train.optimizer.name", sorted(optim.OPTIMIZERS), "train.optimizer.name=NAME")
+    choice("train.schedule.name", sorted(optim.SCHEDULES), "train.schedule.name=NAME")
+    for path, low, kind in [("train.epochs", 1, int), ("train.batch_size", 1, int), ("seed", 0, int),
+                            ("checkpoint.every_n_steps", 0, int), ("checkpoint.keep_last", 1, int),
+                            ("retries.crashes", 0, int), ("retries.nan_rollbacks", 0, int)]:
+        value = need(path)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
+            errors.append(f"{path}={value!r} must be an integer >= {low}")
+    lr = need("train.optimizer.lr")
+    if lr is not None and (isinstance(lr, bool) or not isinstance(lr, (int, float)) or lr <= 0):
+        errors.append(f"train.optimizer.lr={lr!r} must be a number > 0")
+    if errors:
+        raise ConfigError("invalid AMDNN config:\n  - " + "\n  - ".join(errors))
+    return c

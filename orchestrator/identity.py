@@ -1,0 +1,49 @@
+"""The stable identity of a grid cell: a hash of the config keys that define the run, and nothing else.
+
+Defining keys: model, mult (a table by its contents, not its path), dataset, seed, train. Paths, the cluster, the
+tracking URI, checkpoint cadence and retry bounds are left out: the same cell launched from a laptop or a cluster,
+by anyone, is the same run, finds the same checkpoints and continues the same MLflow run.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+from .config import to_dict
+
+DEFINING_KEYS = ("model", "mult", "dataset", "seed", "train")
+
+
+def _file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(Path(path).expanduser(), "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def defining_config(cfg: Any) -> dict:
+    """The part of the config the identity hashes (plain data, table path replaced by its content hash)."""
+    c = to_dict(cfg)
+    out = {key: c[key] for key in DEFINING_KEYS}
+    mult = dict(out["mult"])
+    table = mult.pop("table", None)
+    if mult.get("name") == "lut":
+        mult["table_sha256"] = _file_sha256(table)
+    out["mult"] = mult
+    return out
+
+
+def cell_identity(cfg: Any) -> str:
+    """sha256 hex of the canonical JSON of the defining config."""
+    canonical = json.dumps(defining_config(cfg), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def cell_name(cfg: Mapping[str, Any], identity: str | None = None) -> str:
+    """A readable, unique folder name: model_mult_dataset_sSEED_<first 12 hex of the identity>."""
+    c = to_dict(cfg)
+    identity = identity or cell_identity(c)
+    return f"{c['model']['name']}_{c['mult']['name']}_{c['dataset']['name']}_s{c['seed']}_{identity[:12]}"

@@ -1,0 +1,64 @@
+"""PBS through real qsub/qstat/qdel commands: Slurm's Torque wrappers (package slurm-wlm-torque) on the session's
+Slurm. No PBS Pro server can run here, so PBS Pro itself is covered by its job script (golden file) and its JSON
+qstat output (test_cluster_qstat.py); everything that talks to a scheduler is exercised here, in the Torque dialect.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from cluster_helpers import job_logs
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+
+def test_pbs_submit_state_walltime_continuation_finish(slurm, sandbox, monkeypatch):
+    monkeypatch.setenv("AMDNN_PBS_FLAVOUR", "torque")
+    # About 1 minute of work (plus start-up) under a 1-minute walltime: at least one continuation job.
+    out = sandbox.launch("cluster=pbs", "cluster.flavour=torque", "mult=native", "train.batch_size=4",
+                         "train.optimizer.lr=0.01", "train.epochs=100", "cluster.walltime=00:01:00")
+    assert "submitted to pbs" in out.stdout
+    (record,) = sandbox.records()
+    first = record["jobs"][0]["id"]
+
+    # State through qstat (the plugin's watcher and the status command).
+    from orchestrator.cluster.pbs.executor import qstat_flavour, query_states
+
+    qstat_flavour.cache_clear()
+    assert query_states([first]).get(first) in ("PENDING", "RUNNING")
+    sandbox.wait(lambda rows: rows[0]["state"] in ("queued", "running"), timeout=30, poll=1)
+
+    rows = sandbox.wait_all("finished", timeout=480)
+    (record,) = sandbox.records()
+    hows = [j["how"] for j in record["jobs"]]
+    assert hows[0] == "launch" and hows.count("continuation") >= 1, hows
+    assert record["attempts"] == 1  # continuations are not attempts
+    logs = job_logs(sandbox)
+    assert "Walltime minus" in logs and "resumed from step-" in logs
+    (run,) = sandbox.finished_runs(1)
+    assert run.info.status == "FINISHED" and rows[0]["epoch"] == 100
+    steps = sandbox.epoch_steps(run.info.run_id)
+    assert [v for _, v in steps] == [float(e) for e in range(1, 101)]
+    assert run.data.tags["amdnn.job_ids"].split(",")[: len(hows)] == [j["id"] for j in record["jobs"]]
+    assert run.data.tags["amdnn.scheduler"] == "pbs"
+
+
+def test_pbs_qdel_through_the_plugin(slurm, tmp_path, monkeypatch):
+    """submitit's own interface to the plugin: submit a function, see it queued or running, cancel it with qdel."""
+    monkeypatch.setenv("AMDNN_PBS_FLAVOUR", "torque")
+    from orchestrator.cluster.pbs.executor import PBSExecutor, qstat_flavour
+
+    qstat_flavour.cache_clear()
+    executor = PBSExecutor(tmp_path / "%j")
+    executor.update_parameters(job_name="sleeper", walltime="00:05:00", ncpus=1, mem="1GB", flavour="torque",
+                               warn_before_s=30)
+    job = executor.submit(time.sleep, 120)
+    assert job.state in ("PENDING", "RUNNING")
+    job.cancel()
+    deadline = time.time() + 60
+    while time.time() < deadline and job.watcher.get_state(job.job_id, mode="force") in ("PENDING", "RUNNING"):
+        time.sleep(1)
+    assert job.watcher.get_state(job.job_id, mode="force") not in ("PENDING", "RUNNING")
+    assert json.dumps(job.get_info())  # qstat -f text, parsed

@@ -1,0 +1,175 @@
+"""Cluster sweeps on a real Slurm (started by the session fixture `slurm`): submission of a sweep as a job array,
+requeue through walltime cuts, and the resume command after a job was cancelled."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cluster_helpers import REPO, job_logs
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+
+def _done(sandbox) -> dict:
+    (path,) = (sandbox.root / "ck").glob("*/done.json")
+    return json.loads(path.read_text())
+
+
+def _assert_every_epoch_once(sandbox, run, epochs: int) -> None:
+    steps = sandbox.epoch_steps(run.info.run_id)
+    assert [v for _, v in steps] == [float(e) for e in range(1, epochs + 1)], steps
+    assert len({s for s, _ in steps}) == epochs
+
+
+def test_sweep_2x2_submits_an_array_and_returns(slurm, sandbox):
+    t0 = time.time()
+    archive = sandbox.root / "gdata"
+    out = sandbox.launch("model=lenet300,lenet5", "mult=native,am16", "train.epochs=1", "cluster.walltime=00:10:00",
+                         f"cluster.archive_dir={archive}")
+    assert time.time() - t0 < 120, "launch must return once submitted"
+    submitted = [line for line in out.stdout.splitlines() if "-> job" in line]
+    assert len(submitted) == 4, out.stdout
+    records = sandbox.records()
+    jobs = [r["jobs"][0]["id"] for r in records]
+    assert len(set(jobs)) == 4 and len({j.split("_")[0] for j in jobs}) == 1  # one array of 4 tasks
+
+    rows = sandbox.wait_all("finished", timeout=480)
+    assert len(rows) == 4 and all(r["epoch"] == 1 and r["test_accuracy"] is not None for r in rows)
+    runs = sandbox.finished_runs(4)
+    assert sorted(r.info.status for r in runs) == ["FINISHED"] * 4
+    assert sorted(r.data.tags["amdnn.job_ids"] for r in runs) == sorted(jobs)
+
+    table = sandbox.module("orchestrator.cluster.status").stdout
+    print(table)
+    assert "4 cells: 0 queued, 0 running, 4 finished, 0 failed" in table
+    for model in ("lenet300", "lenet5"):
+        assert model in table
+
+    # Finished cells were archived (checkpoints, done.json, and a copy of the SQLite store).
+    for record in records:
+        assert (archive / record["name"] / "done.json").exists()
+        assert list((archive / record["name"] / "checkpoints").iterdir())
+    assert (archive / "mlflow.db").stat().st_size > 0
+
+    again = sandbox.launch("model=lenet300,lenet5", "mult=native,am16", "train.epochs=1", "cluster.walltime=00:10:00",
+                           "cluster.wait=true")
+    assert "0 cell(s) submitted" in again.stdout and again.stdout.count("not submitted, finished") == 4
+    assert "4 cells: 0 queued, 0 running, 4 finished, 0 failed" in again.stdout  # wait=true: the table at the end
+
+
+# About 2.5 minutes of work when nothing interrupts it (digits, batch 4: ~0.5 s an epoch after ~15 s of start-up).
+LONG_CELL = ["mult=native", "train.batch_size=4", "train.optimizer.lr=0.01", "train.epochs=200"]
+
+
+def _reference(tmp_path: Path, overrides: list[str]) -> subprocess.Popen:
+    """The same cell, uninterrupted, here (cluster=local), into its own checkpoint root and store."""
+    ref = tmp_path / "reference"
+    ref.mkdir()
+    return subprocess.Popen([sys.executable, str(REPO / "launch.py"), "model=lenet300", "dataset=digits", *overrides,
+                             f"checkpoint_root={ref / 'ck'}", f"tracking_uri=sqlite:///{ref / 'mlflow.db'}",
+                             f"hydra.run.dir={ref / 'out'}"], cwd=ref, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+def test_walltime_cuts_requeue_until_the_cell_finishes(slurm, sandbox, tmp_path):
+    sandbox.launch(*LONG_CELL, "cluster.walltime=00:01:00", "cluster.max_requeues=30")
+    reference = _reference(tmp_path, LONG_CELL)
+    rows = sandbox.wait_all("finished", timeout=900)
+    assert reference.wait(timeout=600) == 0
+
+    logs = job_logs(sandbox)
+    requeues = logs.count("Requeued job")
+    assert requeues >= 2, f"expected several walltime cuts, saw {requeues}:\n{logs[-3000:]}"
+    (record,) = sandbox.records()
+    (run,) = sandbox.finished_runs(1)
+    assert run.info.status == "FINISHED" and rows[0]["epoch"] == 200
+    _assert_every_epoch_once(sandbox, run, 200)
+    (ref_done,) = (tmp_path / "reference/ck").glob("*/done.json")
+    ref = json.loads(ref_done.read_text())
+    done = _done(sandbox)
+    history = lambda d: [{k: v for k, v in e.items() if k != "epoch_time_s"} for e in d["history"]]  # noqa: E731
+    assert history(done) == history(ref) and done["test_accuracy"] == ref["test_accuracy"]
+    print(f"{requeues} walltime requeues of job {record['jobs'][0]['id']}; final accuracy {done['test_accuracy']}")
+
+
+def _wait_for_checkpoint(sandbox, timeout: float) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        events = list((sandbox.root / "ck").glob("*/events.jsonl"))
+        if events and any(json.loads(line).get("event") == "start" for line in events[0].read_text().splitlines()) \
+                and len(list((sandbox.root / "ck").glob("*/checkpoints/*"))) >= 3:
+            return
+        time.sleep(1)
+    raise AssertionError("the cell never started writing checkpoints")
+
+
+def test_cancelled_job_is_resubmitted_once_and_resumes(slurm, sandbox):
+    archive = sandbox.root / "gdata"
+    sandbox.launch("mult=native", "train.batch_size=4", "train.optimizer.lr=0.01", "train.epochs=40",
+                   "cluster.walltime=00:10:00", f"cluster.archive_dir={archive}", "cluster.archive_every_min=0.05")
+    (record,) = sandbox.records()
+    job = record["jobs"][0]["id"]
+    sandbox.wait(lambda rows: rows[0]["state"] == "running", timeout=120, poll=1, what="the job running")
+    _wait_for_checkpoint(sandbox, timeout=120)
+    subprocess.run(["scancel", job], check=True)
+    sandbox.wait(lambda rows: rows[0]["state"] == "failed", timeout=120, poll=2, what="the cancelled job seen dead")
+
+    # Archived while it ran (every 3 s here); then scratch is "purged": the resume restores from the archive.
+    (cell_dir,) = (sandbox.root / "ck").iterdir()
+    assert list((archive / cell_dir.name / "checkpoints").iterdir())
+    shutil.rmtree(cell_dir / "checkpoints")
+
+    dry = sandbox.module("orchestrator.cluster.resume", "--dry-run").stdout
+    assert "would resubmit" in dry and len(sandbox.records()[0]["jobs"]) == 1
+
+    # Two resume commands at once: one resubmits, the other does nothing.
+    cmd = [sys.executable, "-m", "orchestrator.cluster.resume", "--state-dir", str(sandbox.state_dir)]
+    procs = [subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    (record,) = sandbox.records()
+    assert [j["how"] for j in record["jobs"]] == ["launch", "resume"], outs
+    assert record["attempts"] == 2
+    assert sum("resubmitted as job" in o for o, _ in outs) == 1, outs
+    (run,) = sandbox.runs()
+    assert run.info.status == "FAILED" and run.data.tags.get("amdnn.died_job_id") == job  # marked while dead
+
+    sandbox.wait_all("finished", timeout=300)
+    (run,) = sandbox.finished_runs(1)
+    assert run.info.status == "FINISHED"
+    _assert_every_epoch_once(sandbox, run, 40)
+    assert sum("restored its checkpoints" in o for o, _ in outs) == 1, outs
+    resumed = re.findall(r"resumed from step-(\d+)\.json", job_logs(sandbox))
+    assert resumed and int(resumed[-1]) > 0, "the resubmitted job must resume, not start over"
+    ids = run.data.tags["amdnn.job_ids"].split(",")
+    assert ids == [job, record["jobs"][1]["id"]]
+    # Nothing left to do.
+    assert "nothing to do" in sandbox.module("orchestrator.cluster.resume").stdout
+
+
+def test_hand_written_slurm_script_runs_a_cell(slurm, sandbox):
+    """jobs/slurm.sbatch, submitted by hand from the repository root, trains its cell."""
+    overrides = [o for o in sandbox.overrides("mult=native", "train.epochs=2")
+                 if not o.startswith(("cluster", "hydra.sweep"))]
+    out = subprocess.run(["sbatch", "--parsable", "--cpus-per-task=1", "--mem=2GB",
+                          f"--output={sandbox.root / 'hand-%j.out'}", "jobs/slurm.sbatch", *overrides],
+                         cwd=REPO, capture_output=True, text=True, check=True)
+    job = out.stdout.strip().split(";")[0]
+    deadline = time.time() + 240
+    while time.time() < deadline:
+        state = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "State", "-j", job], capture_output=True,
+                               text=True).stdout.strip()
+        if state and state.split()[0] not in ("PENDING", "RUNNING", "COMPLETING", "REQUEUED"):
+            break
+        time.sleep(3)
+    log = "".join(p.read_text() for p in sandbox.root.glob("hand-*.out"))
+    assert state.startswith("COMPLETED"), f"{state}\n{log[-3000:]}"
+    assert _done(sandbox)["epochs"] == 2 and "finished" in log

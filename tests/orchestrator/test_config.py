@@ -1,0 +1,110 @@
+"""Config: conf/ groups mirror the registries; invalid values fail before training naming the valid choices;
+the cell identity depends on exactly the keys that define a run."""
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.config import ConfigError, validate
+from orchestrator.identity import cell_identity, cell_name
+
+from orch_helpers import REPO, compose
+
+
+def _options(group: str) -> set[str]:
+    return {p.stem for p in (REPO / "conf" / group).glob("*.yaml") if not p.stem.startswith("_")}
+
+
+def test_groups_equal_registries():
+    import models
+    import ops
+    from models import datasets
+
+    from orchestrator import optim
+
+    assert _options("model") == set(models.names())
+    assert _options("mult") == set(ops.names(include_native=True)) | {"lut"}
+    assert _options("dataset") == set(datasets.DATASETS)
+    cfg = compose()
+    assert cfg.train.optimizer.name in optim.OPTIMIZERS and cfg.train.schedule.name in optim.SCHEDULES
+    for group in ("model", "mult", "dataset"):
+        for option in _options(group) - {"lut"}:
+            assert compose(f"{group}={option}")[group].name == option
+
+
+def test_default_config_is_valid_and_is_the_default_cell():
+    c = validate(compose())
+    assert (c["model"]["name"], c["mult"]["name"], c["dataset"]["name"]) == ("lenet300", "am16", "digits")
+    assert c["cluster"]["name"] == "local"
+
+
+@pytest.mark.parametrize("override, expected", [
+    ("model.name=vgg16", "lenet300, lenet5, resnet18"),
+    ("mult.name=am8", "native, acc32"),
+    ("dataset.name=imagenet", "digits, mnist"),
+    ("train.epochs=0", "train.epochs=0 must be an integer >= 1"),
+    ("train.optimizer.name=rmsprop", "adam, sgd"),
+    ("train.optimizer.lr=-1", "must be a number > 0"),
+    ("mult=lut", "needs a table file"),
+    ("+x=1", None),
+])
+def test_validation_names_what_is_valid(override, expected):
+    cfg = compose(override)
+    if expected is None:
+        validate(cfg)
+        return
+    with pytest.raises(ConfigError) as info:
+        validate(cfg)
+    assert expected in str(info.value)
+
+
+def test_unreadable_table(tmp_path):
+    with pytest.raises(ConfigError, match="not a readable file"):
+        validate(compose("mult=lut", f"mult.table={tmp_path / 'missing.bin'}"))
+    bad = tmp_path / "bad.bin"
+    bad.write_bytes(b"not a table")
+    with pytest.raises(ConfigError, match="mult.table="):
+        validate(compose("mult=lut", f"mult.table={bad}"))
+
+
+def test_unknown_group_option_fails_at_composition():
+    from hydra.errors import MissingConfigException
+
+    with pytest.raises(MissingConfigException, match="lenet300"):
+        compose("model=vgg16")
+
+
+def test_identity_depends_on_the_run_not_on_where_it_runs(tmp_path):
+    base = cell_identity(compose())
+    assert base == cell_identity(compose("checkpoint_root=/elsewhere", "tracking_uri=http://h:5000",
+                                         "data_dir=/d", "checkpoint.every_n_steps=5", "retries.crashes=9",
+                                         "experiment=other"))
+    for change in ("seed=1", "model=lenet5", "mult=am32", "dataset=mnist", "train.epochs=3",
+                   "train.optimizer.lr=0.2", "mult.exact_gradients=true"):
+        assert cell_identity(compose(change)) != base, change
+    assert cell_name(compose()).startswith("lenet300_am16_digits_s0_")
+
+
+def test_table_identity_is_its_content(tmp_path):
+    import ops
+
+    a, b = tmp_path / "a.bin", tmp_path / "b.bin"
+    ops.write_table("am16", str(a))
+    ops.write_table("am16", str(b))
+    c = tmp_path / "c.bin"
+    ops.write_table("mit16", str(c))
+    ida, idb, idc = (cell_identity(compose("mult=lut", f"mult.table={p}")) for p in (a, b, c))
+    assert ida == idb != idc
+
+
+def test_default_paths_are_the_repositorys_whatever_the_cwd(tmp_path, monkeypatch):
+    from orchestrator import paths
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    c = validate(compose())
+    assert paths.tracking_uri(c["tracking_uri"]) == f"sqlite:///{REPO / 'mlflow.db'}"
+    assert paths.checkpoint_root(c["checkpoint_root"]) == REPO / "checkpoints"
+    assert paths.data_dir(c["data_dir"]) == REPO / "data"
+    assert paths.tracking_uri("sqlite:///rel.db") == f"sqlite:///{tmp_path / 'rel.db'}"  # made absolute
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://tracking:5000")
+    assert paths.tracking_uri(None) == "http://tracking:5000"
