@@ -13,7 +13,7 @@ import keras
 
 import ops
 
-NATIVE = "native"
+from models.registry import NATIVE
 
 
 def check_multiplier(multiplier):

@@ -1,18 +1,20 @@
 """MODELS, the one list of model names, and build_model.
 
-Configs, docs and tests read model names from MODELS; nothing else keeps a list of them.
+Configs, docs and tests read model names from MODELS; nothing else keeps a list of them. The builders' modules are
+imported on the first build, so reading the names (every launch validates its config) does not import TensorFlow.
 """
 
-import functools
+import importlib
 
-from models import layers, lenet, resnet
-from models.layer_maker import LayerMaker
+from models.resnet_depths import DEPTHS
 
-# name -> builder(maker, input_shape, num_classes) -> keras.Model
+NATIVE = "native"
+
+# name -> (module, builder, leading arguments): builder(*arguments, maker, input_shape, num_classes) -> keras.Model
 MODELS = {
-    "lenet300": lenet.lenet300,
-    "lenet5": lenet.lenet5,
-    **{f"resnet{depth}": functools.partial(resnet.resnet, depth) for depth in resnet.DEPTHS},
+    "lenet300": ("models.lenet", "lenet300", ()),
+    "lenet5": ("models.lenet", "lenet5", ()),
+    **{f"resnet{depth}": ("models.resnet", "resnet", (depth,)) for depth in DEPTHS},
 }
 
 
@@ -29,9 +31,12 @@ def build_model(name, multiplier, input_shape, num_classes, exact_gradients=Fals
     loss is sparse categorical cross-entropy with from_logits=False. Initial weights depend only on `seed`.
     Compile a model with AM layers with jit_compile=False (its ops cannot be compiled by XLA).
     """
+    from models import layers  # noqa: PLC0415  (TensorFlow: only when a model is built)
+    from models.layer_maker import LayerMaker  # noqa: PLC0415
+
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; valid models: {', '.join(MODELS)}")
-    if multiplier != layers.NATIVE:
+    if multiplier != NATIVE:
         layers.check_multiplier(multiplier)
     if not isinstance(num_classes, int) or num_classes < 2:
         raise ValueError(f"num_classes must be an integer >= 2, got {num_classes!r}")
@@ -40,4 +45,5 @@ def build_model(name, multiplier, input_shape, num_classes, exact_gradients=Fals
         raise ValueError(f"input_shape must be positive sizes without the batch axis, e.g. (28, 28, 1); "
                          f"got {input_shape}")
     maker = LayerMaker(multiplier=multiplier, exact_gradients=bool(exact_gradients), seed=int(seed))
-    return MODELS[name](maker, input_shape, num_classes)
+    module, builder, arguments = MODELS[name]
+    return getattr(importlib.import_module(module), builder)(*arguments, maker, input_shape, num_classes)

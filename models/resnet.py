@@ -11,12 +11,7 @@ and predictions (s, b and i count from 1).
 
 import keras
 
-# depth -> (block kind, blocks per stage)
-DEPTHS = {
-    18: ("basic", [2, 2, 2, 2]),
-    34: ("basic", [3, 4, 6, 3]),
-    50: ("bottleneck", [3, 4, 6, 3]),
-}
+from models.resnet_depths import DEPTHS
 STAGE_FILTERS = (64, 128, 256, 512)
 BOTTLENECK_EXPANSION = 4
 # The CIFAR ResNet recipe's batch-norm settings (PyTorch's momentum 0.1 is Keras' 0.9).
