@@ -17,3 +17,9 @@ Layout (one purpose per file):
     resume.py     `python -m orchestrator.cluster.resume [--dry-run]`: resubmit dead cells (the cron job)
     archive.py    copy finished (and, periodically, running) cells to the archive path
 """
+
+from orchestrator.environment import add_hydra_plugins
+
+# Every entry point here (status, resume, archive, job) may unpickle a launcher saved by submitit, whose class Hydra
+# knows by its hydra_plugins name: make that name importable first.
+add_hydra_plugins()
