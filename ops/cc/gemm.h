@@ -88,12 +88,12 @@ struct OperandRange {
 OperandRange summarize_operand(const float* values, int64_t count);
 bool fast_path_is_exact(Mode mode, const OperandRange& a, const OperandRange& b);
 
-// C[m, n] = A[m, k] (*) B[k, n], stored row-major with leading dimension ldc, or transposed (C^T stored: element
-// (i, j) at c[j * ldc + i]) when transpose_c. A is the left operand of every product (the table's first index).
-// fast_path: from fast_path_is_exact over the operands' values. num_threads sizes the work split.
+// C[m, n] = A[m, k] (*) B[k, n], stored row-major with leading dimension ldc. A is the left operand of every
+// product (the table's first index). fast_path: from fast_path_is_exact over the operands' values. num_threads
+// sizes the work split.
 void approximate_gemm(const Multiplier& multiplier, const GemmOperand& a, const GemmOperand& b, int64_t m, int64_t n,
-                      int64_t k, float* c, int64_t ldc, bool transpose_c, bool fast_path,
-                      const ParallelFor& parallel_for, int num_threads);
+                      int64_t k, float* c, int64_t ldc, bool fast_path, const ParallelFor& parallel_for,
+                      int num_threads);
 
 // A ParallelFor that runs everything on the calling thread.
 void run_serially(int64_t num_tasks, int64_t cost_per_task, const std::function<void(int64_t, int64_t)>& work);

@@ -65,13 +65,26 @@ void Im2ColSource::read(const uint32_t* data, int64_t row, int64_t col0, int64_t
 
 OperandRange summarize_operand(const float* values, int64_t count) {
   // Over the exponent fields in place: the largest (0x7F800000 = inf/NaN present) and the smallest non-zero one.
-  // Branch-free min/max so the loop vectorises (it reads every operand of every op call).
+  // It reads every operand of every op call, so 16 values per instruction where AVX-512 is there (GCC 12 does not
+  // vectorise this reduction by itself).
   const uint32_t* bits = reinterpret_cast<const uint32_t*>(values);
   uint32_t lo = kExpMask, hi = 0;
-  for (int64_t i = 0; i < count; ++i) {
+  int64_t i = 0;
+#if defined(AMDNN_FAST_AVX512)
+  const __m512i exp_mask = _mm512_set1_epi32(static_cast<int>(kExpMask));
+  __m512i lo16 = exp_mask, hi16 = _mm512_setzero_si512();
+  for (; i + 16 <= count; i += 16) {
+    const __m512i e = _mm512_and_si512(_mm512_loadu_si512(bits + i), exp_mask);
+    hi16 = _mm512_max_epu32(hi16, e);
+    lo16 = _mm512_min_epu32(lo16, _mm512_mask_mov_epi32(e, _mm512_testn_epi32_mask(e, e), exp_mask));
+  }
+  lo = _mm512_reduce_min_epu32(lo16);
+  hi = _mm512_reduce_max_epu32(hi16);
+#endif
+  for (; i < count; ++i) {
     const uint32_t e = bits[i] & kExpMask;
-    hi = std::max(hi, e);
-    lo = std::min(lo, e == 0 ? kExpMask : e);
+    hi = e > hi ? e : hi;
+    lo = (e != 0 && e < lo) ? e : lo;
   }
   if (hi == kExpMask) return OperandRange{true, 255, 0};
   return OperandRange{false, static_cast<int32_t>(lo >> 23), static_cast<int32_t>(hi >> 23)};
@@ -263,17 +276,21 @@ struct MicroArgs {
   const uint32_t* b1;
   const uint32_t* b_mask;  // [kc], bit j for lane j
   const uint64_t* b_permute_mask;  // [kc][2]
-  float* acc;              // [MR][NR]
+  float* acc;              // [MR] rows of NR, ld_acc apart: C itself for full tiles, else a tile buffer
+  int64_t ld_acc;
+  bool load_acc;           // continue the running sums in acc (a later K block) instead of starting at 0
   const uint8_t* table7;
 };
 
 template <Mode M>
 void micro_generic(const MicroArgs& x) {
+  if (!x.load_acc)
+    for (int64_t r = 0; r < kMR; ++r) std::fill(x.acc + r * x.ld_acc, x.acc + r * x.ld_acc + kNR, 0.0f);
   for (int64_t k = 0; k < x.kc; ++k) {
     const uint32_t* b_row = x.b0 + k * kNR;
     for (int64_t r = 0; r < kMR; ++r) {
       const float a = float_of(x.a0[r * x.kc + k]);
-      float* acc = x.acc + r * kNR;
+      float* acc = x.acc + r * x.ld_acc;
       for (int64_t j = 0; j < kNR; ++j) acc[j] += product<M>(a, float_of(b_row[j]), x.table7);
     }
   }
@@ -323,8 +340,8 @@ template <Mode M>
 void micro_fast(const MicroArgs& x) {
   __m512 acc[kMR][2];
   for (int r = 0; r < kMR; ++r) {
-    acc[r][0] = _mm512_loadu_ps(x.acc + r * kNR);
-    acc[r][1] = _mm512_loadu_ps(x.acc + r * kNR + 16);
+    acc[r][0] = x.load_acc ? _mm512_loadu_ps(x.acc + r * x.ld_acc) : _mm512_setzero_ps();
+    acc[r][1] = x.load_acc ? _mm512_loadu_ps(x.acc + r * x.ld_acc + 16) : _mm512_setzero_ps();
   }
   __m512i b1_lo = _mm512_setzero_si512(), b1_hi = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
   __m512i row_lo = _mm512_setzero_si512(), row_hi = _mm512_setzero_si512();
@@ -372,8 +389,8 @@ void micro_fast(const MicroArgs& x) {
     }
   }
   for (int r = 0; r < kMR; ++r) {
-    _mm512_storeu_ps(x.acc + r * kNR, acc[r][0]);
-    _mm512_storeu_ps(x.acc + r * kNR + 16, acc[r][1]);
+    _mm512_storeu_ps(x.acc + r * x.ld_acc, acc[r][0]);
+    _mm512_storeu_ps(x.acc + r * x.ld_acc + 16, acc[r][1]);
   }
 }
 #endif  // AMDNN_FAST_AVX512
@@ -400,10 +417,9 @@ struct GemmProblem {
   int64_t m, n, k;
   float* c;
   int64_t ldc;
-  bool transpose_c;
   int64_t mc, nc;
 
-  float* at(int64_t i, int64_t j) const { return transpose_c ? c + j * ldc + i : c + i * ldc + j; }
+  float* at(int64_t i, int64_t j) const { return c + i * ldc + j; }
 };
 
 template <Mode M, bool kFast>
@@ -419,11 +435,14 @@ void run_block(const GemmProblem& g, int64_t m0, int64_t n0, Packed& p) {
       for (int64_t pb = 0; pb < b_panels; ++pb) {
         const int64_t i0 = m0 + pa * kMR, j0 = n0 + pb * kNR;
         const int64_t rows = std::min(kMR, mc - pa * kMR), cols = std::min(kNR, nc - pb * kNR);
-        // The running sums continue across k blocks through C, so the order is that of one pass over k.
-        std::fill(tile, tile + kMR * kNR, 0.0f);
-        if (k0 > 0)
+        // The running sums continue across k blocks through C, so the order is that of one pass over k. Full tiles
+        // accumulate in C itself; edge tiles go through the tile buffer.
+        const bool direct = rows == kMR && cols == kNR;
+        if (!direct && k0 > 0) {
+          std::fill(tile, tile + kMR * kNR, 0.0f);
           for (int64_t r = 0; r < rows; ++r)
             for (int64_t j = 0; j < cols; ++j) tile[r * kNR + j] = *g.at(i0 + r, j0 + j);
+        }
         const int64_t a_at = pa * kMR * kc, b_at = pb * kc * kNR;
         const MicroArgs x{kc,
                           p.a0.data() + a_at,
@@ -433,7 +452,9 @@ void run_block(const GemmProblem& g, int64_t m0, int64_t n0, Packed& p) {
                           kFast && kUsesPart1<M> ? p.b1.data() + b_at : nullptr,
                           kFast && kMasked<M> ? p.b_mask.data() + pb * kc : nullptr,
                           kFast && kTableLookup<M> ? p.b_permute_mask.data() + pb * kc * 2 : nullptr,
-                          tile,
+                          direct ? g.c + i0 * g.ldc + j0 : tile,
+                          direct ? g.ldc : kNR,
+                          k0 > 0,
                           g.multiplier->table7.data()};
 #if defined(AMDNN_FAST_AVX512)
         if constexpr (kFast) {
@@ -444,8 +465,9 @@ void run_block(const GemmProblem& g, int64_t m0, int64_t n0, Packed& p) {
 #else
         micro_generic<M>(x);
 #endif
-        for (int64_t r = 0; r < rows; ++r)
-          for (int64_t j = 0; j < cols; ++j) *g.at(i0 + r, j0 + j) = tile[r * kNR + j];
+        if (!direct)
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t j = 0; j < cols; ++j) *g.at(i0 + r, j0 + j) = tile[r * kNR + j];
       }
     }
   }
@@ -476,11 +498,11 @@ int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 }  // namespace
 
 void approximate_gemm(const Multiplier& multiplier, const GemmOperand& a, const GemmOperand& b, int64_t m, int64_t n,
-                      int64_t k, float* c, int64_t ldc, bool transpose_c, bool fast_path,
-                      const ParallelFor& parallel_for, int num_threads) {
+                      int64_t k, float* c, int64_t ldc, bool fast_path, const ParallelFor& parallel_for,
+                      int num_threads) {
   if (m <= 0 || n <= 0) return;
   GemmProblem g{&multiplier, a.source, b.source, reinterpret_cast<const uint32_t*>(a.values),
-                reinterpret_cast<const uint32_t*>(b.values), m, n, k, c, ldc, transpose_c,
+                reinterpret_cast<const uint32_t*>(b.values), m, n, k, c, ldc,
                 std::min(kMC, round_up(m, kMR)), std::min(kNC, round_up(n, kNR))};
   if (k <= 0) {
     for (int64_t i = 0; i < m; ++i)

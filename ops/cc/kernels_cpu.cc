@@ -145,7 +145,7 @@ class Conv2DOp : public ConvKernel {
     const Im2ColSource patches(g);
     const DenseSource filter(g.out_c);
     approximate_gemm(multiplier, operand(patches, x), operand(filter, w), g.out_pixels(), g.out_c, g.patch_size(),
-                     y->flat<float>().data(), g.out_c, /*transpose_c=*/false, fast_path(mode_, x, w),
+                     y->flat<float>().data(), g.out_c, fast_path(mode_, x, w),
                      thread_pool(ctx), num_threads(ctx));
   }
 };
@@ -197,8 +197,7 @@ class Conv2DBackpropInputOp : public ConvKernel {
       for (int64_t n = begin; n < end; ++n) {
         const GemmOperand image_grad{&grad, dy_data + n * pixels * g.out_c};
         approximate_gemm(multiplier, image_grad, GemmOperand{&filter_t, w_t.data()}, pixels, patch, g.out_c,
-                         columns.data(), patch,
-                         /*transpose_c=*/false, fast, run_serially, 1);
+                         columns.data(), patch, fast, run_serially, 1);
         col2im(g, columns.data(), dx_data + n * g.in_h * g.in_w * g.in_c);
       }
     };
@@ -242,15 +241,16 @@ class Conv2DBackpropFilterOp : public ConvKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, w_shape, &dw));
     // dw = x^T (*) dy computed as its transpose dw^T = dy^T (*) x: the im2col matrix is then read along its rows
     // (contiguous channels) and packed once. The products keep x as their left operand through the transposed
-    // table (every other mode is symmetric in its operands).
+    // table (every other mode is symmetric in its operands). dw^T is small (out_c x patch) and transposed at the end.
     std::vector<float> dy_t(static_cast<size_t>(dy.NumElements()));  // [out_c, out_pixels]
     transpose(dy.flat<float>().data(), g.out_pixels(), g.out_c, dy_t.data());
+    std::vector<float> dw_t(static_cast<size_t>(dw->NumElements()));  // [out_c, patch]
     const DenseSource grad_t(g.out_pixels());
     const Im2ColSource patches(g);
     approximate_gemm(transposed_table(multiplier), GemmOperand{&grad_t, dy_t.data()}, operand(patches, x), g.out_c,
-                     g.patch_size(),
-                     g.out_pixels(), dw->flat<float>().data(), g.out_c, /*transpose_c=*/true,
-                     fast_path(mode_, dy, x), thread_pool(ctx), num_threads(ctx));
+                     g.patch_size(), g.out_pixels(), dw_t.data(), g.patch_size(), fast_path(mode_, dy, x),
+                     thread_pool(ctx), num_threads(ctx));
+    transpose(dw_t.data(), g.out_c, g.patch_size(), dw->flat<float>().data());
   }
 };
 
@@ -294,8 +294,8 @@ class MatMulOp : public AmdnnKernel {
       b_data = b_t.data();
     }
     const DenseSource left(k), right(n);
-    approximate_gemm(multiplier, GemmOperand{&left, a_data}, GemmOperand{&right, b_data}, m, n, k, c->flat<float>().data(), n,
-                     /*transpose_c=*/false, fast_path(mode_, a, b), thread_pool(ctx), num_threads(ctx));
+    approximate_gemm(multiplier, GemmOperand{&left, a_data}, GemmOperand{&right, b_data}, m, n, k,
+                     c->flat<float>().data(), n, fast_path(mode_, a, b), thread_pool(ctx), num_threads(ctx));
   }
 
  private:
