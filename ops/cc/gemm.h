@@ -1,7 +1,7 @@
 // The one computation behind every op: C = A (*) B, each product through a multiplier, fp32 accumulation in k order.
 //
 // Conv2d forward and both gradients and matmul and its gradients all reduce to this GEMM over "sources" that present
-// a logical matrix row by row (dense, transposed, or an implicit im2col of an NHWC tensor), so the multiplier code
+// a logical matrix row by row (dense, or an implicit im2col of an NHWC tensor), so the multiplier code
 // lives in one place. Accumulation: each C element is one running fp32 sum over k = 0..K-1 in order; work is split
 // only over rows and columns of C, never over k, so the bits do not depend on the thread count.
 // This header is free of TensorFlow so the kernels compile (and are tested) quickly; a CUDA GEMM will take the same
@@ -12,7 +12,6 @@
 #include <array>
 #include <cstdint>
 #include <functional>
-#include <string>
 
 #include "multiplier.h"
 
@@ -97,9 +96,6 @@ void approximate_gemm(const Multiplier& multiplier, const GemmOperand& a, const 
 
 // A ParallelFor that runs everything on the calling thread.
 void run_serially(int64_t num_tasks, int64_t cost_per_task, const std::function<void(int64_t, int64_t)>& work);
-
-// Which kernels this build contains, e.g. "avx512 (vbmi tables)" or "generic".
-std::string kernel_description();
 
 }  // namespace amdnn
 

@@ -537,14 +537,4 @@ void run_serially(int64_t num_tasks, int64_t, const std::function<void(int64_t, 
   work(0, num_tasks);
 }
 
-std::string kernel_description() {
-#if defined(AMDNN_FAST_TABLES)
-  return "avx512 (all modes; vbmi table lookups)";
-#elif defined(AMDNN_FAST_AVX512)
-  return "avx512 (lut tables generic: no vbmi)";
-#else
-  return "generic (no avx512)";
-#endif
-}
-
 }  // namespace amdnn
