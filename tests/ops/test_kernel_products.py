@@ -81,17 +81,21 @@ def test_conv2d_single_products(multiplier, operands):
     assert_products(y, left, right, multiplier)
 
 
+def assert_gradient_products(multiplier, left, right):
+    """Both conv gradients one product at a time, in the definition's operand order."""
+    n, k = left.size, right.size
+    # dx = dy (*) w^T with one output channel: dx[n,0,0,c] = dy[n] (*) w[c] (dy is the left operand).
+    dx = raw_conv_backprop_input([n, 1, 1, k], right.reshape(1, 1, k, 1), left.reshape(n, 1, 1, 1), multiplier)
+    assert_products(dx, left, right, multiplier)
+    # dw = x^T (*) dy with one pixel: dw[0,0,c,o] = x[c] (*) dy[o] (x is the left operand).
+    dw = raw_conv_backprop_filter(left.reshape(1, 1, 1, n), [1, 1, n, k], right.reshape(1, 1, 1, k), multiplier)
+    assert_products(dw, left, right, multiplier)
+
+
 @pytest.mark.parametrize("operands", ["special", "fast"])
 @pytest.mark.parametrize("multiplier", kernel_modes())
 def test_conv2d_gradient_single_products(multiplier, operands):
-    left, right = OPERANDS[operands]
-    n, k = left.size, right.size
-    # dx = dy (*) w^T with one output channel: dx[n,0,0,c] = dy[n] (*) w[c].
-    dx = raw_conv_backprop_input([n, 1, 1, k], right.reshape(1, 1, k, 1), left.reshape(n, 1, 1, 1), multiplier)
-    assert_products(dx, left, right, multiplier)
-    # dw = x^T (*) dy with one pixel: dw[0,0,c,o] = x[c] (*) dy[o].
-    dw = raw_conv_backprop_filter(left.reshape(1, 1, 1, n), [1, 1, n, k], right.reshape(1, 1, 1, k), multiplier)
-    assert_products(dw, left, right, multiplier)
+    assert_gradient_products(multiplier, *OPERANDS[operands])
 
 
 def test_lut_tables_of_any_width(tmp_path):
@@ -101,18 +105,11 @@ def test_lut_tables_of_any_width(tmp_path):
     path = tmp_path / "skewed_3.bin"
     ops.write_table(table, path)
     multiplier = f"lut:{path}"
-    left, right = OPERANDS["fast"]
-    assert_products(ops.matmul(left[:, None], right[None, :], multiplier=multiplier).numpy(), left, right, multiplier)
-    left, right = OPERANDS["special"]
-    assert_products(ops.matmul(left[:, None], right[None, :], multiplier=multiplier).numpy(), left, right, multiplier)
-    # The gradients keep the definition's operand order: dx = dy (*) w^T (dy left), dw = x^T (*) dy (x left).
     for operands in ("fast", "special"):
         left, right = OPERANDS[operands]
-        n, k = left.size, right.size
-        dx = raw_conv_backprop_input([n, 1, 1, k], right.reshape(1, 1, k, 1), left.reshape(n, 1, 1, 1), multiplier)
-        assert_products(dx, left, right, multiplier)
-        dw = raw_conv_backprop_filter(left.reshape(1, 1, 1, n), [1, 1, n, k], right.reshape(1, 1, 1, k), multiplier)
-        assert_products(dw, left, right, multiplier)
+        assert_products(ops.matmul(left[:, None], right[None, :], multiplier=multiplier).numpy(), left, right,
+                        multiplier)
+        assert_gradient_products(multiplier, left, right)
 
 
 def test_modes_differ_from_each_other():
