@@ -17,6 +17,7 @@ AMDNN_OPS_TARGET a lower target than the CPU's best (one of X86_TARGETS' names).
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -112,6 +113,7 @@ def compiler() -> str:
     return path
 
 
+@functools.lru_cache(maxsize=None)  # a subprocess; asked up to three times on a first use
 def _compiler_version(cxx: str) -> str:
     out = subprocess.run([cxx, "--version"], capture_output=True, text=True)
     return out.stdout.splitlines()[0] if out.stdout else cxx

@@ -67,7 +67,9 @@ bool fast_path(Mode mode, const Tensor& a, const Tensor& b) {
 }
 
 // The multiplier with its table's operands swapped: product(b, a) under it is product(a, b) under the original.
+// Only lut tables can be non-symmetric (every named mode, am16's table included, is symmetric).
 Multiplier transposed_table(const Multiplier& multiplier) {
+  if (multiplier.mode != Mode::kTable) return multiplier;
   Multiplier swapped = multiplier;
   for (int fa = 0; fa < 128; ++fa)
     for (int fb = 0; fb < 128; ++fb) swapped.table7[(fa << 7) | fb] = multiplier.table7[(fb << 7) | fa];
