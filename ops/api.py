@@ -15,22 +15,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from ops.arguments import kernel_arguments
 from ops.library import library
-from ops.multipliers import names, parse
-
-_EMPTY_TABLE = np.zeros([0], np.uint8)
-
-
-def kernel_arguments(multiplier) -> tuple[str, np.ndarray]:
-    """The compiled ops' (multiplier attribute, table input) for a mode name, "lut:<file>" or a Multiplier."""
-    spec = parse(multiplier)
-    if spec.family == "native":
-        raise ValueError("multiplier 'native' is the framework's own op, not a simulated one: use tf.nn.conv2d / "
-                         f"tf.matmul (or a native Keras layer); simulated modes: {', '.join(names(include_native=False))}")
-    if spec.table is not None:
-        return "table", np.ascontiguousarray(spec.table, dtype=np.uint8).reshape(-1)
-    return spec.name, _EMPTY_TABLE
-
 
 def _as_float32(value, what: str, op: str) -> tuple[tf.Tensor, tf.DType]:
     tensor = tf.convert_to_tensor(value)

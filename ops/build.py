@@ -128,17 +128,18 @@ def _tensorflow():
     return tf
 
 
-def _source_hash() -> str:
+def source_hash() -> str:
+    """A hash of every kernel source (C++, CUDA and their headers): part of every cache key."""
     digest = hashlib.sha256()
     for path in sorted(SOURCE_DIR.glob("*")):
-        if path.suffix in (".h", ".cc"):
+        if path.suffix in (".h", ".cc", ".cu", ".cuh"):
             digest.update(path.name.encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
 
 def _build_key(tf_version: str, target: str, cxx_version: str) -> str:
-    text = json.dumps([_source_hash(), tf_version, target, cxx_version, COMMON_FLAGS])
+    text = json.dumps([source_hash(), tf_version, target, cxx_version, COMMON_FLAGS])
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
@@ -191,7 +192,7 @@ def build(force: bool = False) -> BuildInfo:
             _compile(library)
             tf = _tensorflow()
             info = BuildInfo(str(library), cpu_target()[0], tf.__version__, _compiler_version(compiler()),
-                             _source_hash(), time.strftime("%Y-%m-%d %H:%M:%S %Z"))
+                             source_hash(), time.strftime("%Y-%m-%d %H:%M:%S %Z"))
             info_path.write_text(json.dumps(asdict(info), indent=2))
             print(f"amdnn: built the ops in {time.time() - started:.0f} s: {library}", file=sys.stderr)
     return BuildInfo(**json.loads(info_path.read_text()))

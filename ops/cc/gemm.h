@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "conv_geometry.h"
 #include "multiplier.h"
 
 namespace amdnn {
@@ -39,17 +40,6 @@ class DenseSource final : public MatrixSource {
 
 // out[cols, rows] = in[rows, cols]^T.
 void transpose(const float* in, int64_t rows, int64_t cols, float* out);
-
-// Geometry of an NHWC conv2d with an HWIO filter.
-struct ConvGeometry {
-  int64_t batch, in_h, in_w, in_c;
-  int64_t filter_h, filter_w, out_c;
-  int64_t stride_h, stride_w, dilation_h, dilation_w;
-  int64_t pad_top, pad_left;
-  int64_t out_h, out_w;
-  int64_t patch_size() const { return filter_h * filter_w * in_c; }  // K of the forward GEMM
-  int64_t out_pixels() const { return batch * out_h * out_w; }       // M of the forward GEMM
-};
 
 // The im2col matrix [out_pixels, patch] of an NHWC tensor without materialising it: each row is (kh, kw) runs of
 // in_c contiguous channels, read with memcpy.

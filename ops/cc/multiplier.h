@@ -1,6 +1,6 @@
 // The multiplier modes of MULTIPLIERS.md as scalar functions, bit for bit; host and device code share this file.
 //
-// Every kernel (the CPU one here, the CUDA one beside it) must produce exactly what `product<M>(a, b)` returns for
+// Every kernel (the CPU GEMM in gemm_cpu.cc, the CUDA core in gemm_cuda.cu) must produce exactly what `product<M>(a, b)` returns for
 // every pair of operands; the vectorised CPU fast paths are checked against these functions by the tests.
 // Decisions are made on bit patterns, never on float comparisons, so that the caller's flush-to-zero /
 // denormals-are-zero state cannot change a result (TensorFlow's CPU threads run with FTZ and DAZ set).
@@ -172,8 +172,15 @@ AMDNN_HD float float_from_half(uint16_t h) {
 
 AMDNN_HD float round_to_half(float f) { return float_from_half(half_from_float(f)); }
 
-// fp16: operands and product rounded to binary16; the product of two halves is exact in fp32.
-AMDNN_HD float fp16_product(float a, float b) { return round_to_half(round_to_half(a) * round_to_half(b)); }
+// fp16: operands and product rounded to binary16; the product of two halves is exact in fp32. An inf or NaN half
+// operand takes the IEEE product decided on bit patterns (special_product): hardware NaN results differ (x86 keeps
+// the first NaN operand or gives 0xFFC00000, CUDA gives its canonical 0x7FFFFFFF), the definition does not.
+AMDNN_HD float fp16_product(float a, float b) {
+  const float ha = round_to_half(a), hb = round_to_half(b);
+  const uint32_t ua = bits_of(ha), ub = bits_of(hb);
+  if (is_inf_or_nan(ua) || is_inf_or_nan(ub)) return round_to_half(float_of(special_product(ua, ub)));
+  return round_to_half(ha * hb);
+}
 
 // One product of mode M; `table7` is the canonical 128 x 128 table for kTable (and may be null otherwise).
 template <Mode M>

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Builds and runs the GPU check of the shared multiplier header (needs nvcc and a CUDA GPU; not part of CI).
+# The GPU checks (need nvcc, a CUDA GPU and torch with CUDA; not part of CI, which has no GPU):
+# 1. the shared multiplier header, host against device bits (multiplier_header_check.cu);
+# 2. the CUDA kernels through the PyTorch binding (test_gpu_ops.py), built on first use.
+#     bash tests/device/run_on_gpu.sh [pytest arguments]
 set -euo pipefail
 cd "$(dirname "$0")"
 arch=${CUDA_ARCH:-sm_90}
 nvcc -O2 -std=c++17 -arch="$arch" -I../../ops/cc multiplier_header_check.cu -o "${TMPDIR:-/tmp}/amdnn_header_check"
 "${TMPDIR:-/tmp}/amdnn_header_check"
+cd ../..
+AMDNN_DEVICE_TESTS=1 python3 -m pytest -p no:cacheprovider tests/device "$@"

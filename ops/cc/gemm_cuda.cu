@@ -1,0 +1,33 @@
+// The CUDA core's shared entry points: workspace sizes of the convolutions and the path counters of all op files.
+#include "gemm_cuda_kernel.cuh"
+
+namespace amdnn {
+namespace gpu {
+
+PathCounts path_counts_conv();
+PathCounts path_counts_input_grad();
+PathCounts path_counts_filter_grad();
+PathCounts path_counts_matmul();
+
+size_t conv2d_workspace_bytes(const ConvGeometry& g) { return workspace_for(g.out_pixels(), g.out_c, g.patch_size()); }
+
+size_t conv2d_backprop_input_workspace_bytes(const ConvGeometry& g) {
+  return workspace_for(g.batch * g.in_h * g.in_w, g.in_c, g.filter_h * g.filter_w * g.out_c);
+}
+
+size_t conv2d_backprop_filter_workspace_bytes(const ConvGeometry& g) {
+  return workspace_for(g.patch_size(), g.out_c, g.out_pixels());
+}
+
+PathCounts path_counts() {
+  PathCounts total;
+  for (const PathCounts& c : {path_counts_conv(), path_counts_input_grad(), path_counts_filter_grad(),
+                              path_counts_matmul()}) {
+    total.fast += c.fast;
+    total.generic += c.generic;
+  }
+  return total;
+}
+
+}  // namespace gpu
+}  // namespace amdnn

@@ -1,0 +1,403 @@
+// The CUDA GEMM kernel template and its launch, shared by the op files (gemm_cuda_*.cu, one per loader pair so
+// they compile in parallel): C[m, n] = sum over k of A[m, k] (*) B[k, n].
+//
+// Tiling (SGEMM style): a block computes a BM x BN tile of C with (BM/8) x (BN/8) threads, each thread an 8 x 8
+// register tile; K advances by kBK = 8. Operands are decoded once per tile element when the tile is staged in shared
+// memory (gemm_cuda_modes.cuh), so the inner loop spends 2-4 instructions per product instead of the ~20 of the
+// scalar definitions. The next tile's global loads are issued before the current one is computed.
+//
+// Fast and generic paths: the fast formulas are exact only when no operand is inf/NaN and no product can over- or
+// underflow. Every staged operand is checked (biased exponent 0 or in [64, 190], so any exponent sum is in
+// [128, 380], as the CPU kernels require); one __syncthreads_or per k tile tells the whole block, and a tile with
+// any operand outside runs the scalar definitions of multiplier.h on the raw values instead. Both paths add each
+// product into the same running fp32 sum in k order, so they agree bit for bit, and a stray tiny gradient costs
+// only its own tile.
+#ifndef AMDNN_OPS_CC_GEMM_CUDA_KERNEL_CUH_
+#define AMDNN_OPS_CC_GEMM_CUDA_KERNEL_CUH_
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
+
+#include "conv_geometry.h"
+#include "gemm_cuda.h"
+#include "gemm_cuda_loaders.cuh"
+#include "gemm_cuda_modes.cuh"
+
+namespace amdnn {
+namespace gpu {
+namespace {
+
+constexpr int kBK = 8;          // k per staged tile
+constexpr int kThreadTile = 8;  // each thread: 8 rows x 8 columns of C
+constexpr int kPad = 4;         // shared rows padded by 4 floats: conflict-free stores, 16-byte aligned reads
+
+// Path counters of this translation unit (without relocatable device code each .cu has its own module and its own
+// copy; gemm_cuda.cu adds them up): [fast, generic] (block, k tile) steps.
+__device__ unsigned long long g_path_counts[2];
+
+// ------------------------------------------------------------------------------------------------ the kernel
+
+struct SumTable {  // am16's G[S], passed by value (1 KB of kernel parameters)
+  float g[256];
+};
+
+template <class LoadA, class LoadB>
+struct GemmParams {
+  LoadA a;
+  LoadB b;
+  int m, n, k;
+  int k_per_split;      // blockIdx.z covers k in [z * k_per_split, min(k, (z + 1) * k_per_split))
+  float* c;
+  int ldc;
+  long long split_stride;  // elements between the partial results of consecutive splits (0: one split)
+  const uint8_t* table7;   // device, kTable only
+  SumTable sums;           // kAm16 only
+};
+
+// One operand's part of a k tile: which elements this thread stages and where they go. Element e of a thread is
+// tile index idx = tid + e * kThreads at (outer, kk). Read along k, a thread's kk is the same for all its elements
+// (kThreads is a multiple of kBK) and its outer indices differ; read along outer, its outer index is the same
+// (kThreads is a multiple of BO) and its kk differ. What is the same is computed once.
+template <int BO, int kThreads, class Loader>
+struct Stage {
+  static constexpr int kCount = BO * kBK / kThreads;
+  static constexpr int kOuters = Loader::kAlongK ? kCount : 1;  // outer infos kept across k tiles
+  static_assert(kCount * kThreads == BO * kBK, "tile not divisible among threads");
+  static_assert(Loader::kAlongK ? kThreads % kBK == 0 : kThreads % BO == 0, "thread mapping");
+  __device__ static int outer_index(int idx) { return Loader::kAlongK ? idx / kBK : idx % BO; }
+  __device__ static int k_index(int idx) { return Loader::kAlongK ? idx % kBK : idx / BO; }
+
+  __device__ static void outers(const Loader& l, int origin, int tid, typename Loader::Outer* out) {
+#pragma unroll
+    for (int e = 0; e < kOuters; ++e) out[e] = l.outer(origin + outer_index(tid + e * kThreads));
+  }
+
+  __device__ static void fetch(const Loader& l, const typename Loader::Outer* outer, int k0, int k_end, int tid,
+                               uint32_t* out) {
+    if constexpr (Loader::kAlongK) {
+      const int k = k0 + k_index(tid);
+      const typename Loader::Inner inner = l.inner(k);
+#pragma unroll
+      for (int e = 0; e < kCount; ++e) out[e] = k < k_end ? l.load(outer[e], inner) : 0u;
+    } else {
+#pragma unroll
+      for (int e = 0; e < kCount; ++e) {
+        const int k = k0 + k_index(tid + e * kThreads);
+        out[e] = k < k_end ? l.load(outer[0], l.inner(k)) : 0u;
+      }
+    }
+  }
+};
+
+template <Mode M, int BM, int BN, class LoadA, class LoadB>
+__global__ void __launch_bounds__((BM / kThreadTile) * (BN / kThreadTile))
+    gemm_kernel(const GemmParams<LoadA, LoadB> p) {
+  using F = Fast<M>;
+  constexpr int kThreads = (BM / kThreadTile) * (BN / kThreadTile);
+  constexpr int kP = F::kPlanes;
+  constexpr int kLdA = BM + kPad, kLdB = BN + kPad;
+  using StageA = Stage<BM, kThreads, LoadA>;
+  using StageB = Stage<BN, kThreads, LoadB>;
+
+  extern __shared__ __align__(16) unsigned char smem[];
+  // [raw A][raw B][A planes][B planes][table]
+  uint32_t* raw_a = reinterpret_cast<uint32_t*>(smem);
+  uint32_t* raw_b = raw_a + kBK * kLdA;
+  uint32_t* dec_a = raw_b + kBK * kLdB;
+  uint32_t* dec_b = dec_a + kP * kBK * kLdA;
+  char* table = reinterpret_cast<char*>(dec_b + kP * kBK * kLdB);
+
+  const int tid = threadIdx.x;
+  const int tx = tid % (BN / kThreadTile), ty = tid / (BN / kThreadTile);
+  const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+  const int k_begin = blockIdx.z * p.k_per_split;
+  const int k_end = min(p.k, k_begin + p.k_per_split);
+
+  if constexpr (M == Mode::kAm16) {
+    for (int i = tid; i < 256 * 32; i += kThreads) reinterpret_cast<float*>(table)[i] = p.sums.g[i >> 5];
+  } else if constexpr (M == Mode::kTable) {
+    for (int i = tid; i < kTableSize; i += kThreads) {
+      const uint32_t entry = p.table7[i];
+      reinterpret_cast<uint32_t*>(table)[i] = ((127u + (entry >> 7)) << 23) | ((entry & 0x7Fu) << 16);
+    }
+  }
+  const char* table_lane = table + (M == Mode::kAm16 ? 4 * (tid & 31) : 0);
+
+  typename LoadA::Outer a_outer[StageA::kOuters];
+  typename LoadB::Outer b_outer[StageB::kOuters];
+  StageA::outers(p.a, row0, tid, a_outer);
+  StageB::outers(p.b, col0, tid, b_outer);
+  uint32_t next_a[StageA::kCount], next_b[StageB::kCount];
+  auto fetch = [&](int k0) {
+    StageA::fetch(p.a, a_outer, k0, k_end, tid, next_a);
+    StageB::fetch(p.b, b_outer, k0, k_end, tid, next_b);
+  };
+
+  float acc[kThreadTile][kThreadTile];
+#pragma unroll
+  for (int i = 0; i < kThreadTile; ++i)
+#pragma unroll
+    for (int j = 0; j < kThreadTile; ++j) acc[i][j] = 0.0f;
+
+  unsigned fast_steps = 0, generic_steps = 0;
+  if (k_begin < k_end) fetch(k_begin);
+  for (int k0 = k_begin; k0 < k_end; k0 += kBK) {
+    __syncthreads();  // the previous tile is consumed
+    bool outside = false;
+#pragma unroll
+    for (int e = 0; e < StageA::kCount; ++e) {
+      const int idx = tid + e * kThreads;
+      const int at = StageA::k_index(idx) * kLdA + StageA::outer_index(idx);
+      uint32_t w[kP];
+      F::decode(next_a[e], true, w);
+      raw_a[at] = next_a[e];
+#pragma unroll
+      for (int q = 0; q < kP; ++q) dec_a[q * kBK * kLdA + at] = w[q];
+      outside |= !F::exact(next_a[e]);
+    }
+#pragma unroll
+    for (int e = 0; e < StageB::kCount; ++e) {
+      const int idx = tid + e * kThreads;
+      const int at = StageB::k_index(idx) * kLdB + StageB::outer_index(idx);
+      uint32_t w[kP];
+      F::decode(next_b[e], false, w);
+      raw_b[at] = next_b[e];
+#pragma unroll
+      for (int q = 0; q < kP; ++q) dec_b[q * kBK * kLdB + at] = w[q];
+      outside |= !F::exact(next_b[e]);
+    }
+    const bool generic = __syncthreads_or(outside);
+    if (k0 + kBK < k_end) fetch(k0 + kBK);  // global loads in flight while this tile computes
+
+    if (!generic) {
+      ++fast_steps;
+#pragma unroll
+      for (int kk = 0; kk < kBK; ++kk) {
+        uint32_t a[kP][kThreadTile], b[kP][kThreadTile];
+#pragma unroll
+        for (int q = 0; q < kP; ++q) {
+          const uint4* pa = reinterpret_cast<const uint4*>(dec_a + q * kBK * kLdA + kk * kLdA + ty * kThreadTile);
+          const uint4* pb = reinterpret_cast<const uint4*>(dec_b + q * kBK * kLdB + kk * kLdB + tx * kThreadTile);
+          const uint4 a0 = pa[0], a1 = pa[1], b0 = pb[0], b1 = pb[1];
+          a[q][0] = a0.x; a[q][1] = a0.y; a[q][2] = a0.z; a[q][3] = a0.w;
+          a[q][4] = a1.x; a[q][5] = a1.y; a[q][6] = a1.z; a[q][7] = a1.w;
+          b[q][0] = b0.x; b[q][1] = b0.y; b[q][2] = b0.z; b[q][3] = b0.w;
+          b[q][4] = b1.x; b[q][5] = b1.y; b[q][6] = b1.z; b[q][7] = b1.w;
+        }
+#pragma unroll
+        for (int i = 0; i < kThreadTile; ++i)
+#pragma unroll
+          for (int j = 0; j < kThreadTile; ++j) {
+            uint32_t ai[kP], bj[kP];
+#pragma unroll
+            for (int q = 0; q < kP; ++q) {
+              ai[q] = a[q][i];
+              bj[q] = b[q][j];
+            }
+            acc[i][j] = F::madd(acc[i][j], ai, bj, table_lane);
+          }
+      }
+    } else {
+      ++generic_steps;
+      for (int kk = 0; kk < kBK; ++kk)
+#pragma unroll
+        for (int i = 0; i < kThreadTile; ++i) {
+          const float a = __uint_as_float(raw_a[kk * kLdA + ty * kThreadTile + i]);
+#pragma unroll
+          for (int j = 0; j < kThreadTile; ++j) {
+            const float b = __uint_as_float(raw_b[kk * kLdB + tx * kThreadTile + j]);
+            acc[i][j] = add_keeping_nan(acc[i][j], product<M>(a, b, p.table7));
+          }
+        }
+    }
+  }
+
+  float* c = p.c + blockIdx.z * p.split_stride;
+#pragma unroll
+  for (int i = 0; i < kThreadTile; ++i) {
+    const int r = row0 + ty * kThreadTile + i;
+    if (r >= p.m) continue;
+#pragma unroll
+    for (int j = 0; j < kThreadTile; ++j) {
+      const int col = col0 + tx * kThreadTile + j;
+      if (col < p.n) c[static_cast<long long>(r) * p.ldc + col] = acc[i][j];
+    }
+  }
+  if (tid == 0) {  // one atomic per block: the counters cost nothing measurable
+    if (fast_steps) atomicAdd(&g_path_counts[0], static_cast<unsigned long long>(fast_steps));
+    if (generic_steps) atomicAdd(&g_path_counts[1], static_cast<unsigned long long>(generic_steps));
+  }
+}
+
+// Adds the splits' partial results in split order: c[r, col] = ((p0 + p1) + p2) + ...
+__global__ void sum_splits(const float* partial, int splits, long long stride, int m, int n, float* c, int ldc) {
+  const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  if (i >= static_cast<long long>(m) * n) return;
+  float s = partial[i];
+  for (int z = 1; z < splits; ++z) s = add_keeping_nan(s, partial[z * stride + i]);
+  c[(i / n) * ldc + i % n] = s;
+}
+
+// ------------------------------------------------------------------------------------------------ launching
+
+// How K is cut: a function of the shapes only, so the bits never depend on the GPU. Enough blocks to fill a large
+// GPU (256 ~ 2 per SM of an H100), and slices of at least 512 k.
+constexpr int kTargetBlocks = 256;
+constexpr int kMinSliceK = 512;
+
+struct Split {
+  int splits = 1;
+  int k_per_split = 0;
+};
+
+template <int BM, int BN>
+Split split_for(int64_t m, int64_t n, int64_t k) {
+  const int64_t tiles = ((m + BM - 1) / BM) * ((n + BN - 1) / BN);
+  int64_t splits = 1;
+  if (tiles < kTargetBlocks / 2 && k > kMinSliceK)
+    splits = std::min((kTargetBlocks + tiles - 1) / tiles, (k + kMinSliceK - 1) / kMinSliceK);
+  int64_t per = (k + splits - 1) / splits;
+  per = std::max<int64_t>(kBK, (per + kBK - 1) / kBK * kBK);
+  Split s;
+  s.k_per_split = static_cast<int>(per);
+  s.splits = static_cast<int>(std::max<int64_t>(1, (k + per - 1) / per));
+  return s;
+}
+
+// Narrow outputs (n <= 64: the first ResNet stage, most matmuls of small layers) use 128 x 64 tiles.
+bool narrow(int64_t n) { return n <= 64; }
+
+size_t workspace_for(int64_t m, int64_t n, int64_t k) {
+  const Split s = narrow(n) ? split_for<128, 64>(m, n, k) : split_for<128, 128>(m, n, k);
+  return s.splits > 1 ? static_cast<size_t>(s.splits) * m * n * sizeof(float) : 0;
+}
+
+SumTable am16_sums() {
+  SumTable t{};
+  // S = (Fa|1) + (Fb|1) is even, 2..254; any odd pair with that sum gives the same MBM result.
+  for (uint32_t s = 2; s <= 254; s += 2) {
+    const uint32_t fa = std::min<uint32_t>(127u, s - 1u), fb = s - fa;
+    const MantissaProduct r = mbm_mantissa(fa, fb, 7);
+    t.g[s] = float_of(((127u + r.carry) << 23) | (r.mantissa << 16));
+  }
+  return t;
+}
+
+template <Mode M, int BM, int BN, class LoadA, class LoadB>
+LaunchStatus launch_mode(const GemmParams<LoadA, LoadB>& base, int64_t m, int64_t n, int64_t k, float* c, int ldc,
+                         void* workspace, cudaStream_t stream) {
+  constexpr int kThreads = (BM / kThreadTile) * (BN / kThreadTile);
+  constexpr int kP = Fast<M>::kPlanes;
+  const size_t smem = static_cast<size_t>(1 + kP) * kBK * ((BM + kPad) + (BN + kPad)) * 4 + table_bytes<M>();
+  static std::once_flag configured;
+  static cudaError_t configure_status = cudaSuccess;
+  std::call_once(configured, [&] {
+    configure_status = cudaFuncSetAttribute(gemm_kernel<M, BM, BN, LoadA, LoadB>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  });
+  if (configure_status != cudaSuccess) return {false, cudaGetErrorString(configure_status)};
+
+  GemmParams<LoadA, LoadB> p = base;
+  p.m = static_cast<int>(m);
+  p.n = static_cast<int>(n);
+  p.k = static_cast<int>(k);
+  const Split s = split_for<BM, BN>(m, n, k);
+  p.k_per_split = s.k_per_split;
+  if (s.splits > 1) {
+    if (workspace == nullptr) return {false, "a split GEMM was given no workspace"};
+    p.c = static_cast<float*>(workspace);
+    p.ldc = static_cast<int>(n);
+    p.split_stride = m * n;
+  } else {
+    p.c = c;
+    p.ldc = ldc;
+    p.split_stride = 0;
+  }
+  if (M == Mode::kAm16) p.sums = am16_sums();
+  const dim3 grid(static_cast<unsigned>((n + BN - 1) / BN), static_cast<unsigned>((m + BM - 1) / BM),
+                  static_cast<unsigned>(s.splits));
+  gemm_kernel<M, BM, BN, LoadA, LoadB><<<grid, kThreads, smem, stream>>>(p);
+  cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess) return {false, cudaGetErrorString(status)};
+  if (s.splits > 1) {
+    const int64_t total = m * n;
+    sum_splits<<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(
+        static_cast<const float*>(workspace), s.splits, m * n, static_cast<int>(m), static_cast<int>(n), c, ldc);
+    status = cudaGetLastError();
+    if (status != cudaSuccess) return {false, cudaGetErrorString(status)};
+  }
+  return {};
+}
+
+template <int BM, int BN, class LoadA, class LoadB>
+LaunchStatus launch_tiles(Mode mode, const GemmParams<LoadA, LoadB>& p, int64_t m, int64_t n, int64_t k, float* c,
+                          int ldc, void* workspace, cudaStream_t stream) {
+  switch (mode) {
+    case Mode::kAcc32: return launch_mode<Mode::kAcc32, BM, BN>(p, m, n, k, c, ldc, workspace, stream);
+    case Mode::kAcc16: return launch_mode<Mode::kAcc16, BM, BN>(p, m, n, k, c, ldc, workspace, stream);
+    case Mode::kFp16: return launch_mode<Mode::kFp16, BM, BN>(p, m, n, k, c, ldc, workspace, stream);
+    case Mode::kAm32: return launch_mode<Mode::kAm32, BM, BN>(p, m, n, k, c, ldc, workspace, stream);
+    case Mode::kAm16: return launch_mode<Mode::kAm16, BM, BN>(p, m, n, k, c, ldc, workspace, stream);
+    case Mode::kMit32: return launch_mode<Mode::kMit32, BM, BN>(p, m, n, k, c, ldc, workspace, stream);
+    case Mode::kMit16: return launch_mode<Mode::kMit16, BM, BN>(p, m, n, k, c, ldc, workspace, stream);
+    case Mode::kTable: return launch_mode<Mode::kTable, BM, BN>(p, m, n, k, c, ldc, workspace, stream);
+  }
+  return {false, "unknown multiplier mode"};
+}
+
+constexpr int64_t kMaxElements = (int64_t{1} << 31) - 1;
+
+template <class LoadA, class LoadB>
+LaunchStatus launch(const GpuMultiplier& mult, LoadA a, LoadB b, int64_t m, int64_t n, int64_t k, float* c,
+                    void* workspace, cudaStream_t stream) {
+  if (m == 0 || n == 0) return {};
+  if (k == 0) {
+    const cudaError_t status = cudaMemsetAsync(c, 0, static_cast<size_t>(m * n) * sizeof(float), stream);
+    return status == cudaSuccess ? LaunchStatus{} : LaunchStatus{false, cudaGetErrorString(status)};
+  }
+  if (m * n > kMaxElements || m * k > kMaxElements || k * n > kMaxElements)
+    return {false, "a GEMM operand or result has 2^31 elements or more (the CUDA kernels index with 32 bits)"};
+  if (mult.mode == Mode::kTable && mult.table7 == nullptr) return {false, "the table multiplier needs its table"};
+  GemmParams<LoadA, LoadB> p{};
+  p.a = a;
+  p.b = b;
+  p.table7 = mult.table7;
+  if (narrow(n)) return launch_tiles<128, 64>(mult.mode, p, m, n, k, c, static_cast<int>(n), workspace, stream);
+  return launch_tiles<128, 128>(mult.mode, p, m, n, k, c, static_cast<int>(n), workspace, stream);
+}
+
+Geometry geometry32(const ConvGeometry& g) {
+  return Geometry{static_cast<int>(g.batch),      static_cast<int>(g.in_h),       static_cast<int>(g.in_w),
+                  static_cast<int>(g.in_c),       static_cast<int>(g.filter_h),   static_cast<int>(g.filter_w),
+                  static_cast<int>(g.out_c),      static_cast<int>(g.stride_h),   static_cast<int>(g.stride_w),
+                  static_cast<int>(g.dilation_h), static_cast<int>(g.dilation_w), static_cast<int>(g.pad_top),
+                  static_cast<int>(g.pad_left),   static_cast<int>(g.out_h),      static_cast<int>(g.out_w)};
+}
+
+bool conv_fits(const ConvGeometry& g) {
+  return g.batch * g.in_h * g.in_w * g.in_c <= kMaxElements && g.batch * g.out_h * g.out_w * g.out_c <= kMaxElements &&
+         g.patch_size() * g.out_c <= kMaxElements;
+}
+
+constexpr const char* kTooLarge = "a conv tensor has 2^31 elements or more (the CUDA kernels index with 32 bits)";
+
+}  // namespace
+}  // namespace gpu
+}  // namespace amdnn
+
+// Defines path_counts_<name>(), this translation unit's counters.
+#define AMDNN_GPU_PATH_COUNTS(name)                                                                  \
+  namespace amdnn {                                                                                  \
+  namespace gpu {                                                                                    \
+  PathCounts path_counts_##name() {                                                                 \
+    unsigned long long counts[2] = {0, 0};                                                          \
+    if (cudaMemcpyFromSymbol(counts, g_path_counts, sizeof(counts)) != cudaSuccess) return {};      \
+    return {counts[0], counts[1]};                                                                   \
+  }                                                                                                  \
+  }                                                                                                  \
+  }
+
+#endif  // AMDNN_OPS_CC_GEMM_CUDA_KERNEL_CUH_

@@ -1,0 +1,334 @@
+// The PyTorch binding of the ops (torch.ops.amdnn.*): schemas, CPU kernels over conv_cpu.h, CUDA kernels over the
+// CUDA core (gemm_cuda.h, when built with AMDNN_WITH_CUDA). Fake kernels and autograd are registered in Python
+// (ops/torch_ops.py), as pytorch/extension-cpp does; exact_gradients is read there only.
+//
+// Tensors are in torch's logical layouts: x [N, C, H, W], w [O, I, kh, kw], matrices [rows, cols]. The kernels work
+// in NHWC/HWIO, so x is read through permute(0, 2, 3, 1).contiguous() (no copy for a channels_last tensor) and
+// results that are images come back as channels_last tensors (again no copy). padding is [top, bottom, left,
+// right], as torch's 'same' may need one more row or column after than before.
+#include <torch/library.h>
+#include <torch/torch.h>
+
+#include <ATen/Parallel.h>
+
+#include <string>
+#include <vector>
+
+#include "conv_cpu.h"
+#include "multiplier_setup.h"
+
+#if defined(AMDNN_WITH_CUDA)
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include "gemm_cuda.h"
+#endif
+
+namespace amdnn {
+namespace {
+
+using torch::Tensor;
+
+Mode mode_of(const std::string& name) {
+  Mode mode;
+  TORCH_CHECK(parse_mode(name, &mode), "amdnn: unknown multiplier '", name, "'; valid: ", valid_mode_names());
+  return mode;
+}
+
+void check_float(const Tensor& t, const char* what, const char* op) {
+  TORCH_CHECK(t.scalar_type() == torch::kFloat32, "amdnn.", op, ": ", what,
+              " must be float32 (the simulated datapath is fp32), got ", t.scalar_type(), " with shape ", t.sizes());
+}
+
+void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
+  TORCH_CHECK(a.device() == b.device(), "amdnn.", op, ": tensors are on different devices: ", a.device(), " and ",
+              b.device());
+}
+
+// The conv geometry from logical NCHW / OIHW sizes; errors name both shapes.
+ConvGeometry geometry(const char* op, at::IntArrayRef x, at::IntArrayRef w, at::IntArrayRef stride,
+                      at::IntArrayRef padding, at::IntArrayRef dilation) {
+  TORCH_CHECK(x.size() == 4 && w.size() == 4, "amdnn.", op, ": input must be 4-D [N, C, H, W] and weight 4-D "
+              "[O, I, kh, kw]; got input ", x, " and weight ", w);
+  TORCH_CHECK(x[1] == w[1], "amdnn.", op, ": input channels ", x[1], " differ from weight input channels ", w[1],
+              " (input ", x, ", weight ", w, ")");
+  TORCH_CHECK(stride.size() == 2 && stride[0] >= 1 && stride[1] >= 1, "amdnn.", op,
+              ": stride must be 2 positive integers, got ", stride);
+  TORCH_CHECK(dilation.size() == 2 && dilation[0] >= 1 && dilation[1] >= 1, "amdnn.", op,
+              ": dilation must be 2 positive integers, got ", dilation);
+  TORCH_CHECK(padding.size() == 4 && *std::min_element(padding.begin(), padding.end()) >= 0, "amdnn.", op,
+              ": padding must be 4 non-negative integers [top, bottom, left, right], got ", padding);
+  ConvGeometry g{x[0], x[2], x[3], x[1], w[2], w[3], w[0], stride[0], stride[1], dilation[0], dilation[1],
+                 padding[0], padding[2], 0, 0};
+  const int64_t eff_h = (g.filter_h - 1) * g.dilation_h + 1, eff_w = (g.filter_w - 1) * g.dilation_w + 1;
+  const int64_t span_h = g.in_h + padding[0] + padding[1], span_w = g.in_w + padding[2] + padding[3];
+  TORCH_CHECK(span_h >= eff_h && span_w >= eff_w, "amdnn.", op, ": the padded input (", span_h, " x ", span_w,
+              ") is smaller than the dilated kernel (", eff_h, " x ", eff_w, "); input ", x, ", weight ", w);
+  g.out_h = (span_h - eff_h) / g.stride_h + 1;
+  g.out_w = (span_w - eff_w) / g.stride_w + 1;
+  return g;
+}
+
+Tensor nhwc(const Tensor& x) { return x.permute({0, 2, 3, 1}).contiguous(); }
+Tensor hwio(const Tensor& w) { return w.permute({2, 3, 1, 0}).contiguous(); }
+Tensor nchw_view(const Tensor& y_nhwc) { return y_nhwc.permute({0, 3, 1, 2}); }
+Tensor oihw(const Tensor& w_hwio) { return w_hwio.permute({3, 2, 0, 1}).contiguous(); }
+
+void check_out_grad(const char* op, const ConvGeometry& g, const Tensor& dy) {
+  const std::vector<int64_t> expected{g.batch, g.out_c, g.out_h, g.out_w};
+  TORCH_CHECK(dy.sizes() == at::IntArrayRef(expected), "amdnn.", op, ": grad_output has shape ", dy.sizes(),
+              " but the conv's output shape is ", at::IntArrayRef(expected));
+}
+
+// ------------------------------------------------------------------------------------------------ CPU
+
+Multiplier cpu_multiplier(const std::string& name, const Tensor& table) {
+  TORCH_CHECK(table.scalar_type() == torch::kUInt8 && table.dim() == 1, "amdnn: table must be a 1-D uint8 tensor");
+  const Tensor bytes = table.to(torch::kCPU).contiguous();
+  Multiplier mult;
+  const std::string problem = make_multiplier(mode_of(name), bytes.data_ptr<uint8_t>(), bytes.numel(), &mult);
+  TORCH_CHECK(problem.empty(), "amdnn: ", problem);
+  return mult;
+}
+
+void torch_parallel_for(int64_t n, int64_t cost, const std::function<void(int64_t, int64_t)>& work) {
+  // at::parallel_for splits [0, n) into chunks of at least grain_size; ~10^5 cycles per chunk keeps the overhead low.
+  const int64_t grain = std::max<int64_t>(1, 100000 / std::max<int64_t>(cost, 1));
+  at::parallel_for(0, n, grain, [&](int64_t begin, int64_t end) { work(begin, end); });
+}
+
+Tensor conv2d_cpu_kernel(const Tensor& x, const Tensor& w, const Tensor& table, c10::string_view multiplier,
+                         at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool) {
+  check_float(x, "input", "conv2d");
+  check_float(w, "weight", "conv2d");
+  const ConvGeometry g = geometry("conv2d", x.sizes(), w.sizes(), stride, padding, dilation);
+  const Multiplier mult = cpu_multiplier(std::string(multiplier), table);
+  const Tensor xh = nhwc(x), wh = hwio(w);
+  Tensor y = torch::empty({g.batch, g.out_h, g.out_w, g.out_c}, x.options());
+  conv2d_cpu(mult, g, xh.data_ptr<float>(), wh.data_ptr<float>(), y.data_ptr<float>(), torch_parallel_for,
+             at::get_num_threads());
+  return nchw_view(y);
+}
+
+Tensor conv2d_backward_input_cpu_kernel(at::IntArrayRef input_size, const Tensor& w, const Tensor& dy,
+                                        const Tensor& table, c10::string_view multiplier, at::IntArrayRef stride,
+                                        at::IntArrayRef padding, at::IntArrayRef dilation) {
+  check_float(w, "weight", "conv2d_backward_input");
+  check_float(dy, "grad_output", "conv2d_backward_input");
+  const ConvGeometry g = geometry("conv2d_backward_input", input_size, w.sizes(), stride, padding, dilation);
+  check_out_grad("conv2d_backward_input", g, dy);
+  const Multiplier mult = cpu_multiplier(std::string(multiplier), table);
+  const Tensor wh = hwio(w), dyh = nhwc(dy);
+  Tensor dx = torch::empty({g.batch, g.in_h, g.in_w, g.in_c}, dy.options());
+  conv2d_backprop_input_cpu(mult, g, wh.data_ptr<float>(), dyh.data_ptr<float>(), dx.data_ptr<float>(),
+                            torch_parallel_for);
+  return nchw_view(dx);
+}
+
+Tensor conv2d_backward_filter_cpu_kernel(const Tensor& x, at::IntArrayRef weight_size, const Tensor& dy,
+                                         const Tensor& table, c10::string_view multiplier, at::IntArrayRef stride,
+                                         at::IntArrayRef padding, at::IntArrayRef dilation) {
+  check_float(x, "input", "conv2d_backward_filter");
+  check_float(dy, "grad_output", "conv2d_backward_filter");
+  const ConvGeometry g = geometry("conv2d_backward_filter", x.sizes(), weight_size, stride, padding, dilation);
+  check_out_grad("conv2d_backward_filter", g, dy);
+  const Multiplier mult = cpu_multiplier(std::string(multiplier), table);
+  const Tensor xh = nhwc(x), dyh = nhwc(dy);
+  Tensor dw = torch::empty({g.filter_h, g.filter_w, g.in_c, g.out_c}, x.options());
+  conv2d_backprop_filter_cpu(mult, g, xh.data_ptr<float>(), dyh.data_ptr<float>(), dw.data_ptr<float>(),
+                             torch_parallel_for, at::get_num_threads());
+  return oihw(dw);
+}
+
+// A 2-D operand as (data, transposed): a column-major view (e.g. w.t()) is read as its transpose, without a copy.
+std::pair<Tensor, bool> matrix(const Tensor& t) {
+  if (!t.is_contiguous() && t.stride(0) == 1 && t.stride(1) == t.size(0)) return {t.t(), true};
+  return {t.contiguous(), false};
+}
+
+void check_matmul(const Tensor& a, const Tensor& b) {
+  check_float(a, "a", "matmul");
+  check_float(b, "b", "matmul");
+  TORCH_CHECK(a.dim() == 2 && b.dim() == 2, "amdnn.matmul: a and b must be 2-D, got ", a.sizes(), " and ",
+              b.sizes());
+  TORCH_CHECK(a.size(1) == b.size(0), "amdnn.matmul: inner dimensions differ: ", a.sizes(), " x ", b.sizes());
+}
+
+Tensor matmul_cpu_kernel(const Tensor& a, const Tensor& b, const Tensor& table, c10::string_view multiplier, bool) {
+  check_matmul(a, b);
+  const Multiplier mult = cpu_multiplier(std::string(multiplier), table);
+  const auto [ad, ta] = matrix(a);
+  const auto [bd, tb] = matrix(b);
+  Tensor c = torch::empty({a.size(0), b.size(1)}, a.options());
+  matmul_cpu(mult, ad.data_ptr<float>(), bd.data_ptr<float>(), c.data_ptr<float>(), a.size(0), b.size(1), a.size(1),
+             ta, tb, torch_parallel_for, at::get_num_threads());
+  return c;
+}
+
+// Elementwise product<M>(a, b) of the scalar definitions (multiplier.h), on the CPU: what the GPU tests compare with.
+Tensor products_cpu_kernel(const Tensor& a, const Tensor& b, const Tensor& table, c10::string_view multiplier) {
+  check_float(a, "a", "products");
+  check_float(b, "b", "products");
+  TORCH_CHECK(a.sizes() == b.sizes(), "amdnn.products: a and b must have one shape, got ", a.sizes(), " and ",
+              b.sizes());
+  const Multiplier mult = cpu_multiplier(std::string(multiplier), table);
+  const Tensor ac = a.contiguous(), bc = b.contiguous();
+  Tensor out = torch::empty_like(ac);
+  const float *pa = ac.data_ptr<float>(), *pb = bc.data_ptr<float>();
+  float* po = out.data_ptr<float>();
+  const uint8_t* t = mult.table7.data();
+  for (int64_t i = 0; i < ac.numel(); ++i) {
+    switch (mult.mode) {
+      case Mode::kAcc32: po[i] = product<Mode::kAcc32>(pa[i], pb[i], t); break;
+      case Mode::kAcc16: po[i] = product<Mode::kAcc16>(pa[i], pb[i], t); break;
+      case Mode::kFp16: po[i] = product<Mode::kFp16>(pa[i], pb[i], t); break;
+      case Mode::kAm32: po[i] = product<Mode::kAm32>(pa[i], pb[i], t); break;
+      case Mode::kAm16: po[i] = product<Mode::kAm16>(pa[i], pb[i], t); break;
+      case Mode::kMit32: po[i] = product<Mode::kMit32>(pa[i], pb[i], t); break;
+      case Mode::kMit16: po[i] = product<Mode::kMit16>(pa[i], pb[i], t); break;
+      case Mode::kTable: po[i] = product<Mode::kTable>(pa[i], pb[i], t); break;
+    }
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------------------------------------ CUDA
+
+#if defined(AMDNN_WITH_CUDA)
+
+gpu::GpuMultiplier gpu_multiplier(const std::string& name, const Tensor& table, const Tensor& like) {
+  gpu::GpuMultiplier mult;
+  mult.mode = mode_of(name);
+  if (mult.mode == Mode::kTable) {
+    TORCH_CHECK(table.scalar_type() == torch::kUInt8 && table.numel() == kTableSize && table.device() == like.device(),
+                "amdnn: on the GPU the table multiplier takes the canonical 128 x 128 table (16384 uint8) on the "
+                "tensors' device ", like.device(), "; got ", table.numel(), " elements on ", table.device(),
+                " (ops.torch_ops prepares it)");
+    mult.table7 = table.contiguous().data_ptr<uint8_t>();
+  }
+  return mult;
+}
+
+void check_launch(const gpu::LaunchStatus& status, const char* op) {
+  TORCH_CHECK(status.ok, "amdnn.", op, ": CUDA launch failed: ", status.what);
+}
+
+Tensor workspace(size_t bytes, const Tensor& like) {
+  return torch::empty({static_cast<int64_t>(bytes)}, like.options().dtype(torch::kUInt8));
+}
+
+Tensor conv2d_cuda_kernel(const Tensor& x, const Tensor& w, const Tensor& table, c10::string_view multiplier,
+                          at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool) {
+  check_float(x, "input", "conv2d");
+  check_float(w, "weight", "conv2d");
+  check_same_device(x, w, "conv2d");
+  const c10::cuda::CUDAGuard guard(x.device());
+  const ConvGeometry g = geometry("conv2d", x.sizes(), w.sizes(), stride, padding, dilation);
+  const gpu::GpuMultiplier mult = gpu_multiplier(std::string(multiplier), table, x);
+  const Tensor xh = nhwc(x), wh = hwio(w);
+  Tensor y = torch::empty({g.batch, g.out_h, g.out_w, g.out_c}, x.options());
+  Tensor ws = workspace(gpu::conv2d_workspace_bytes(g), x);
+  check_launch(gpu::conv2d(mult, g, xh.data_ptr<float>(), wh.data_ptr<float>(), y.data_ptr<float>(), ws.data_ptr(),
+                           at::cuda::getCurrentCUDAStream().stream()),
+               "conv2d");
+  return nchw_view(y);
+}
+
+Tensor conv2d_backward_input_cuda_kernel(at::IntArrayRef input_size, const Tensor& w, const Tensor& dy,
+                                         const Tensor& table, c10::string_view multiplier, at::IntArrayRef stride,
+                                         at::IntArrayRef padding, at::IntArrayRef dilation) {
+  check_float(w, "weight", "conv2d_backward_input");
+  check_float(dy, "grad_output", "conv2d_backward_input");
+  check_same_device(w, dy, "conv2d_backward_input");
+  const c10::cuda::CUDAGuard guard(dy.device());
+  const ConvGeometry g = geometry("conv2d_backward_input", input_size, w.sizes(), stride, padding, dilation);
+  check_out_grad("conv2d_backward_input", g, dy);
+  const gpu::GpuMultiplier mult = gpu_multiplier(std::string(multiplier), table, dy);
+  const Tensor wh = hwio(w), dyh = nhwc(dy);
+  Tensor dx = torch::empty({g.batch, g.in_h, g.in_w, g.in_c}, dy.options());
+  Tensor ws = workspace(gpu::conv2d_backprop_input_workspace_bytes(g), dy);
+  check_launch(gpu::conv2d_backprop_input(mult, g, wh.data_ptr<float>(), dyh.data_ptr<float>(), dx.data_ptr<float>(),
+                                          ws.data_ptr(), at::cuda::getCurrentCUDAStream().stream()),
+               "conv2d_backward_input");
+  return nchw_view(dx);
+}
+
+Tensor conv2d_backward_filter_cuda_kernel(const Tensor& x, at::IntArrayRef weight_size, const Tensor& dy,
+                                          const Tensor& table, c10::string_view multiplier, at::IntArrayRef stride,
+                                          at::IntArrayRef padding, at::IntArrayRef dilation) {
+  check_float(x, "input", "conv2d_backward_filter");
+  check_float(dy, "grad_output", "conv2d_backward_filter");
+  check_same_device(x, dy, "conv2d_backward_filter");
+  const c10::cuda::CUDAGuard guard(x.device());
+  const ConvGeometry g = geometry("conv2d_backward_filter", x.sizes(), weight_size, stride, padding, dilation);
+  check_out_grad("conv2d_backward_filter", g, dy);
+  const gpu::GpuMultiplier mult = gpu_multiplier(std::string(multiplier), table, x);
+  const Tensor xh = nhwc(x), dyh = nhwc(dy);
+  Tensor dw = torch::empty({g.filter_h, g.filter_w, g.in_c, g.out_c}, x.options());
+  Tensor ws = workspace(gpu::conv2d_backprop_filter_workspace_bytes(g), x);
+  check_launch(gpu::conv2d_backprop_filter(mult, g, xh.data_ptr<float>(), dyh.data_ptr<float>(), dw.data_ptr<float>(),
+                                           ws.data_ptr(), at::cuda::getCurrentCUDAStream().stream()),
+               "conv2d_backward_filter");
+  return oihw(dw);
+}
+
+Tensor matmul_cuda_kernel(const Tensor& a, const Tensor& b, const Tensor& table, c10::string_view multiplier,
+                          bool) {
+  check_matmul(a, b);
+  check_same_device(a, b, "matmul");
+  const c10::cuda::CUDAGuard guard(a.device());
+  const gpu::GpuMultiplier mult = gpu_multiplier(std::string(multiplier), table, a);
+  const auto [ad, ta] = matrix(a);
+  const auto [bd, tb] = matrix(b);
+  const int64_t m = a.size(0), n = b.size(1), k = a.size(1);
+  Tensor c = torch::empty({m, n}, a.options());
+  Tensor ws = workspace(gpu::matmul_workspace_bytes(m, n, k, ta, tb), a);
+  check_launch(gpu::matmul(mult, ad.data_ptr<float>(), bd.data_ptr<float>(), c.data_ptr<float>(), m, n, k, ta, tb,
+                           ws.data_ptr(), at::cuda::getCurrentCUDAStream().stream()),
+               "matmul");
+  return c;
+}
+
+std::vector<int64_t> gpu_path_counts() {
+  const gpu::PathCounts counts = gpu::path_counts();
+  return {static_cast<int64_t>(counts.fast), static_cast<int64_t>(counts.generic)};
+}
+
+#else
+
+std::vector<int64_t> gpu_path_counts() { return {0, 0}; }
+
+#endif
+
+}  // namespace
+
+TORCH_LIBRARY(amdnn, m) {
+  m.def("conv2d(Tensor x, Tensor w, Tensor table, str multiplier, int[] stride, int[] padding, int[] dilation, "
+        "bool exact_gradients=False) -> Tensor");
+  m.def("conv2d_backward_input(int[] input_size, Tensor w, Tensor grad_output, Tensor table, str multiplier, "
+        "int[] stride, int[] padding, int[] dilation) -> Tensor");
+  m.def("conv2d_backward_filter(Tensor x, int[] weight_size, Tensor grad_output, Tensor table, str multiplier, "
+        "int[] stride, int[] padding, int[] dilation) -> Tensor");
+  m.def("matmul(Tensor a, Tensor b, Tensor table, str multiplier, bool exact_gradients=False) -> Tensor");
+  m.def("products(Tensor a, Tensor b, Tensor table, str multiplier) -> Tensor");
+  m.def("gpu_path_counts() -> int[]", &gpu_path_counts);
+}
+
+TORCH_LIBRARY_IMPL(amdnn, CPU, m) {
+  m.impl("conv2d", &conv2d_cpu_kernel);
+  m.impl("conv2d_backward_input", &conv2d_backward_input_cpu_kernel);
+  m.impl("conv2d_backward_filter", &conv2d_backward_filter_cpu_kernel);
+  m.impl("matmul", &matmul_cpu_kernel);
+  m.impl("products", &products_cpu_kernel);
+}
+
+#if defined(AMDNN_WITH_CUDA)
+TORCH_LIBRARY_IMPL(amdnn, CUDA, m) {
+  m.impl("conv2d", &conv2d_cuda_kernel);
+  m.impl("conv2d_backward_input", &conv2d_backward_input_cuda_kernel);
+  m.impl("conv2d_backward_filter", &conv2d_backward_filter_cuda_kernel);
+  m.impl("matmul", &matmul_cuda_kernel);
+}
+#endif
+
+}  // namespace amdnn

@@ -1,0 +1,236 @@
+"""The ops for PyTorch users, in torch's conventions: every product of a conv2d or matmul through a simulated multiplier.
+
+    from ops import torch_ops
+    y = torch_ops.conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, multiplier="am16")  # NCHW, OIHW
+    c = torch_ops.matmul(a, b, multiplier="am32", exact_gradients=False)
+
+Importing this module builds (on first use) and loads the binding (ops/torch_build.py), which registers
+torch.ops.amdnn.conv2d, conv2d_backward_input, conv2d_backward_filter, matmul and products, with CPU and CUDA
+kernels; here they get their fake kernels (torch.compile, opcheck) and autograd: both gradients through the
+multiplier (dx = dy (*) w^T, dw = x^T (*) dy, the left operand first), or torch's exact ones with
+exact_gradients=True. Tensors of any float dtype are computed in fp32 (the simulated datapath) and cast back.
+channels_last inputs are read without a copy, and image outputs are channels_last.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ops.arguments import canonical_table_bytes, kernel_arguments
+from ops.torch_build import load
+
+BUILD = load()
+
+
+# ------------------------------------------------------------------------------------------------ tables
+
+
+@functools.lru_cache(maxsize=64)
+def _table_bytes(multiplier: str, canonical: bool) -> np.ndarray:
+    return canonical_table_bytes(multiplier) if canonical else kernel_arguments(multiplier)[1]
+
+
+def kernel_arguments_for(multiplier, device: torch.device) -> tuple[str, torch.Tensor]:
+    """(mode name, table tensor on `device`) for the ops: the CUDA kernels read the canonical 128 x 128 table."""
+    name = multiplier if isinstance(multiplier, str) else multiplier.name
+    attr, _ = kernel_arguments(multiplier)
+    return attr, _device_table(name, device.type == "cuda", device)
+
+
+@functools.lru_cache(maxsize=64)
+def _device_table(name: str, canonical: bool, device: torch.device) -> torch.Tensor:
+    return torch.from_numpy(np.array(_table_bytes(name, canonical))).to(device)
+
+
+# ------------------------------------------------------------------------------------------------ geometry
+
+
+def conv_output_size(size: int, kernel: int, stride: int, before: int, after: int, dilation: int) -> int:
+    return (size + before + after - ((kernel - 1) * dilation + 1)) // stride + 1
+
+
+@torch.library.register_fake("amdnn::conv2d")
+def _conv2d_fake(x, w, table, multiplier, stride, padding, dilation, exact_gradients=False):
+    n, _, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    ho = conv_output_size(h, kh, stride[0], padding[0], padding[1], dilation[0])
+    wo = conv_output_size(wd, kw, stride[1], padding[2], padding[3], dilation[1])
+    return x.new_empty((n, ho, wo, o)).permute(0, 3, 1, 2)
+
+
+@torch.library.register_fake("amdnn::conv2d_backward_input")
+def _conv2d_backward_input_fake(input_size, w, grad_output, table, multiplier, stride, padding, dilation):
+    n, c, h, wd = input_size
+    return grad_output.new_empty((n, h, wd, c)).permute(0, 3, 1, 2)
+
+
+@torch.library.register_fake("amdnn::conv2d_backward_filter")
+def _conv2d_backward_filter_fake(x, weight_size, grad_output, table, multiplier, stride, padding, dilation):
+    return x.new_empty(tuple(weight_size))
+
+
+@torch.library.register_fake("amdnn::matmul")
+def _matmul_fake(a, b, table, multiplier, exact_gradients=False):
+    return a.new_empty((a.shape[0], b.shape[1]))
+
+
+@torch.library.register_fake("amdnn::products")
+def _products_fake(a, b, table, multiplier):
+    return torch.empty_like(a)
+
+
+# ------------------------------------------------------------------------------------------------ autograd
+
+
+def _conv2d_setup(ctx, inputs, output):
+    x, w, table, multiplier, stride, padding, dilation, exact_gradients = inputs
+    ctx.save_for_backward(x, w, table)
+    ctx.args = (multiplier, list(stride), list(padding), list(dilation))
+    ctx.exact = exact_gradients
+
+
+def _conv2d_backward(ctx, grad):
+    x, w, table = ctx.saved_tensors
+    multiplier, stride, padding, dilation = ctx.args
+    dx = dw = None
+    if ctx.exact:
+        # torch's exact gradients, with any (also asymmetric) padding applied explicitly
+        top, bottom, left, right = padding
+        xp = F.pad(x, (left, right, top, bottom))
+        if ctx.needs_input_grad[0]:
+            dxp = torch.nn.grad.conv2d_input(xp.shape, w, grad, stride, 0, dilation)
+            dx = dxp[:, :, top:top + x.shape[2], left:left + x.shape[3]]
+        if ctx.needs_input_grad[1]:
+            dw = torch.nn.grad.conv2d_weight(xp, w.shape, grad, stride, 0, dilation)
+        return dx, dw, None, None, None, None, None, None
+    if ctx.needs_input_grad[0]:
+        dx = torch.ops.amdnn.conv2d_backward_input(list(x.shape), w, grad, table, multiplier, stride, padding,
+                                                   dilation)
+    if ctx.needs_input_grad[1]:
+        dw = torch.ops.amdnn.conv2d_backward_filter(x, list(w.shape), grad, table, multiplier, stride, padding,
+                                                    dilation)
+    return dx, dw, None, None, None, None, None, None
+
+
+def _matmul_setup(ctx, inputs, output):
+    a, b, table, multiplier, exact_gradients = inputs
+    ctx.save_for_backward(a, b, table)
+    ctx.multiplier = multiplier
+    ctx.exact = exact_gradients
+
+
+def _matmul_backward(ctx, grad):
+    a, b, table = ctx.saved_tensors
+    da = db = None
+    if ctx.exact:
+        if ctx.needs_input_grad[0]:
+            da = grad @ b.t()
+        if ctx.needs_input_grad[1]:
+            db = a.t() @ grad
+    else:  # da = dc (*) b^T, db = a^T (*) dc: transposed views are read without a copy
+        if ctx.needs_input_grad[0]:
+            da = torch.ops.amdnn.matmul(grad, b.t(), table, ctx.multiplier)
+        if ctx.needs_input_grad[1]:
+            db = torch.ops.amdnn.matmul(a.t(), grad, table, ctx.multiplier)
+    return da, db, None, None, None
+
+
+torch.library.register_autograd("amdnn::conv2d", _conv2d_backward, setup_context=_conv2d_setup)
+torch.library.register_autograd("amdnn::matmul", _matmul_backward, setup_context=_matmul_setup)
+
+
+# ------------------------------------------------------------------------------------------------ the user API
+
+
+def _pair(value, what: str) -> list[int]:
+    values = [int(v) for v in value] if isinstance(value, (tuple, list)) else [int(value)] * 2
+    if len(values) != 2 or min(values) < 0:
+        raise ValueError(f"{what} must be a non-negative int or a pair (h, w); got {value!r}")
+    return values
+
+
+def conv_padding(padding, size: tuple[int, int], kernel: tuple[int, int], stride: list[int],
+                 dilation: list[int]) -> list[int]:
+    """[top, bottom, left, right] from torch's padding (int, pair, 'valid', 'same'). 'same' follows TensorFlow's
+    rule (output = ceil(size / stride), the odd pixel after), which for stride 1 is torch's own."""
+    if isinstance(padding, str):
+        mode = padding.lower()
+        if mode == "valid":
+            return [0, 0, 0, 0]
+        if mode != "same":
+            raise ValueError(f"padding must be an int, a pair, 'same' or 'valid'; got {padding!r}")
+        out = []
+        for axis in range(2):
+            effective = (kernel[axis] - 1) * dilation[axis] + 1
+            total = max((-(-size[axis] // stride[axis]) - 1) * stride[axis] + effective - size[axis], 0)
+            out += [total // 2, total - total // 2]
+        return out
+    ph, pw = _pair(padding, "padding")
+    return [ph, ph, pw, pw]
+
+
+def _as_float32(t: torch.Tensor, what: str, op: str) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+        raise TypeError(f"{op}: {what} must be a floating-point torch.Tensor (the simulated datapath is fp32), got "
+                        f"{getattr(t, 'dtype', type(t).__name__)}")
+    return t if t.dtype == torch.float32 else t.float()
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, multiplier="am16", exact_gradients=False):
+    """Like torch.nn.functional.conv2d (NCHW input, OIHW weight, no groups), every product through the multiplier."""
+    x = _as_float32(input, "input", "conv2d")
+    w = _as_float32(weight, "weight", "conv2d")
+    if x.dim() != 4 or w.dim() != 4:
+        raise ValueError(f"conv2d: input must be [N, C, H, W] and weight [O, I, kh, kw]; got {tuple(x.shape)} and "
+                         f"{tuple(w.shape)}")
+    if x.device != w.device:
+        raise ValueError(f"conv2d: input is on {x.device} and weight on {w.device}; put both on one device")
+    stride_pair = _pair(stride, "stride")
+    if min(stride_pair) < 1:
+        raise ValueError(f"conv2d: stride must be positive, got {stride!r}")
+    dilation_pair = _pair(dilation, "dilation")
+    if min(dilation_pair) < 1:
+        raise ValueError(f"conv2d: dilation must be positive, got {dilation!r}")
+    pads = conv_padding(padding, (x.shape[2], x.shape[3]), (w.shape[2], w.shape[3]), stride_pair, dilation_pair)
+    for axis, (before, after) in enumerate((pads[:2], pads[2:])):
+        if conv_output_size(x.shape[2 + axis], w.shape[2 + axis], stride_pair[axis], before, after,
+                            dilation_pair[axis]) < 1:
+            raise ValueError(f"conv2d: the padded input {tuple(x.shape)} (padding {pads}) is smaller than the "
+                             f"dilated kernel of weight {tuple(w.shape)} (dilation {dilation_pair})")
+    attr, table = kernel_arguments_for(multiplier, x.device)
+    y = torch.ops.amdnn.conv2d(x, w, table, attr, stride_pair, pads, dilation_pair, bool(exact_gradients))
+    if bias is not None:
+        y = y + bias.to(y.dtype).view(1, -1, 1, 1)
+    return y if input.dtype == torch.float32 else y.to(input.dtype)
+
+
+def matmul(a, b, multiplier="am16", exact_gradients=False):
+    """a [..., K] x b [K, N] -> [..., N], every product through the multiplier (a the left operand of each)."""
+    a32 = _as_float32(a, "a", "matmul")
+    b32 = _as_float32(b, "b", "matmul")
+    if b32.dim() != 2 or a32.dim() < 1 or a32.shape[-1] != b32.shape[0]:
+        raise ValueError(f"matmul: needs a [..., K] and b [K, N]; got {tuple(a32.shape)} and {tuple(b32.shape)}")
+    if a32.device != b32.device:
+        raise ValueError(f"matmul: a is on {a32.device} and b on {b32.device}; put both on one device")
+    attr, table = kernel_arguments_for(multiplier, a32.device)
+    flat = a32.reshape(math.prod(a32.shape[:-1]), a32.shape[-1])
+    c = torch.ops.amdnn.matmul(flat, b32, table, attr, bool(exact_gradients)).reshape(*a32.shape[:-1], b32.shape[1])
+    return c if a.dtype == torch.float32 else c.to(a.dtype)
+
+
+def products(a, b, multiplier) -> torch.Tensor:
+    """Elementwise single products a (*) b by the scalar definitions on the CPU (the reference the GPU is checked
+    against)."""
+    attr, table = kernel_arguments_for(multiplier, torch.device("cpu"))
+    return torch.ops.amdnn.products(a.float().cpu(), b.float().cpu(), table, attr)
+
+
+def gpu_path_counts() -> tuple[int, int]:
+    """(fast, generic) k-tile steps run by the CUDA kernels in this process (synchronises the GPU)."""
+    fast, generic = torch.ops.amdnn.gpu_path_counts()
+    return int(fast), int(generic)

@@ -1,0 +1,317 @@
+"""The CUDA kernels through the PyTorch binding, on a GPU: bit for bit against the scalar definitions, layers against
+float64 references and cuDNN, every geometry, determinism, path counts and bad input.
+
+Needs torch with CUDA, nvcc and a GPU (not part of CI, which has none): `bash tests/device/run_on_gpu.sh`.
+Products are checked with no accumulation ([N,1] x [1,K] matmuls and 1x1 convs with one input or output channel),
+so each output element is one product; the expected bits come from multiplier.h's scalar functions compiled for the
+host (torch.ops.amdnn.products) and from the numpy reference (ops.reference).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+torch.backends.cudnn.allow_tf32 = False  # cuDNN in fp32, as the references assume
+torch.backends.cuda.matmul.allow_tf32 = False
+
+from ops import reference, tables  # noqa: E402
+from ops import torch_ops  # noqa: E402
+from ops.multipliers import names  # noqa: E402
+
+if not torch.cuda.is_available():
+    pytest.fail("tests/device needs a CUDA GPU (run them on the GPU machine with tests/device/run_on_gpu.sh)",
+                pytrace=False)
+
+DEVICE = torch.device("cuda")
+RNG = np.random.default_rng(20261123)
+
+
+def _lut_modes(tmp_dir) -> list[str]:
+    """The published tables as written by the project (byte-identical to MBM_7, MIT_7, ACC_7) and a random table
+    that is not symmetric, so the operand order of every op is checked."""
+    paths = []
+    for name in ("am16", "mit16", "acc16"):
+        paths.append(tables.write_table(name, tmp_dir / f"{name}.bin"))
+    rng = np.random.default_rng(5)
+    asymmetric = rng.integers(0, 256, (128, 128), dtype=np.uint8)
+    path = tmp_dir / "asymmetric7.bin"
+    path.write_bytes(asymmetric.tobytes())
+    paths.append(path)
+    small = rng.integers(0, 256, (16, 16), dtype=np.uint8) & np.uint8(0x8F)  # m = 4: entries c << 7 | M, M < 16
+    path = tmp_dir / "asymmetric4.bin"
+    path.write_bytes(small.tobytes())
+    paths.append(path)
+    return [f"lut:{p}" for p in paths]
+
+
+@pytest.fixture(scope="module")
+def modes(tmp_path_factory) -> list[str]:
+    return names(include_native=False) + _lut_modes(tmp_path_factory.mktemp("luts"))
+
+
+def bits(x) -> np.ndarray:
+    return np.asarray(x, np.float32).view(np.uint32)
+
+
+def same_bits(x, y) -> np.ndarray:
+    """Equal fp32 bits, +0 matching -0 (rule 4 of the definitions); NaNs must match bit for bit."""
+    x, y = np.asarray(x, np.float32), np.asarray(y, np.float32)
+    return (bits(x) == bits(y)) | ((x == 0) & (y == 0))
+
+
+# ------------------------------------------------------------------------------------------------ operands
+
+SPECIAL_BITS = (0x00000000, 0x80000000, 0x00000001, 0x80000001, 0x007FFFFF, 0x807FFFFF, 0x00800000, 0x80800000,
+                0x7F7FFFFF, 0xFF7FFFFF, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00000, 0x7F800001, 0x7FA00001,
+                0x477FEFFF, 0x477FF000, 0x33000000, 0x33000001, 0x387FFFFF, 0x38800000)  # last 6: half edges
+FIELDS = (0, 1, (1 << 22) - 1, 1 << 22, (1 << 22) + 1, (1 << 23) - 2, (1 << 23) - 1) + tuple(
+    (top << 16) | low for top in (0, 1, 63, 64, 65, 126, 127) for low in (0, 0xFFFF))
+EXPONENTS = (1, 2, 63, 64, 65, 126, 127, 128, 189, 190, 191, 253, 254)
+
+
+def special_operands() -> np.ndarray:
+    magnitudes = (np.array(EXPONENTS, np.uint64)[:, None] << np.uint64(23)) | np.array(FIELDS, np.uint64)[None, :]
+    normal = np.concatenate([magnitudes.ravel(), magnitudes.ravel() | np.uint64(0x80000000)])
+    return np.concatenate([np.array(SPECIAL_BITS, np.uint64), normal]).astype(np.uint32).view(np.float32)
+
+
+def random_operands(n: int) -> np.ndarray:
+    """Random sign, exponent uniform over 0..255, random mantissa; 2 % specials."""
+    values = ((RNG.integers(0, 2, n, dtype=np.uint64) << np.uint64(31))
+              | (RNG.integers(0, 256, n, dtype=np.uint64) << np.uint64(23))
+              | RNG.integers(0, 1 << 23, n, dtype=np.uint64)).astype(np.uint32).view(np.float32)
+    pick = RNG.random(n) < 0.02
+    specials = special_operands()
+    values[pick] = specials[RNG.integers(0, specials.size, int(pick.sum()))]
+    return values
+
+
+def fast_operands(n: int) -> np.ndarray:
+    """Exponents 64..190 (the fast path's domain), mantissas at the carry boundaries, 5 % zeros."""
+    exponent = RNG.integers(64, 191, n).astype(np.uint32) << 23
+    boundary = np.array(FIELDS, np.uint32)
+    field = np.where(RNG.random(n) < 0.4, boundary[RNG.integers(0, boundary.size, n)],
+                     RNG.integers(0, 1 << 23, n).astype(np.uint32))
+    values = ((RNG.integers(0, 2, n).astype(np.uint32) << 31) | exponent | field).view(np.float32)
+    values[RNG.random(n) < 0.05] = 0.0
+    return values
+
+
+OPERAND_SETS = {
+    "special": lambda: (special_operands(), special_operands()),
+    "random": lambda: (random_operands(1000), random_operands(1000)),  # 10^6 pairs
+    "fast": lambda: (fast_operands(1000), fast_operands(1000)),
+}
+
+
+def gpu(x) -> torch.Tensor:
+    return torch.as_tensor(np.ascontiguousarray(x)).to(DEVICE)
+
+
+def expected_products(left: np.ndarray, right: np.ndarray, mode: str) -> np.ndarray:
+    a = torch.as_tensor(np.repeat(left[:, None], right.size, 1))
+    b = torch.as_tensor(np.repeat(right[None, :], left.size, 0))
+    return torch_ops.products(a, b, mode).numpy()
+
+
+def assert_same(out, expected, what: str, left, right):
+    out = np.asarray(out, np.float32).reshape(expected.shape)
+    same = same_bits(out, expected)
+    if not same.all():
+        i, j = np.argwhere(~same)[0]
+        pytest.fail(f"{what}: {int((~same).sum())} of {same.size} products differ; first 0x{bits(left[i]):08x} x "
+                    f"0x{bits(right[j]):08x}: GPU 0x{bits(out[i, j]):08x}, host 0x{bits(expected[i, j]):08x}")
+
+
+# ------------------------------------------------------------------------------------------------ products
+
+
+@pytest.mark.parametrize("operands", sorted(OPERAND_SETS))
+def test_every_product_bit_exact(modes, operands):
+    """Every mode, every entry point, one product per output: GPU bits == host scalar functions; the host
+    functions agree with the numpy reference (NaN payloads aside, which numpy does not define)."""
+    left, right = OPERAND_SETS[operands]()
+    for mode in modes:
+        expected = expected_products(left, right, mode)
+        ref = reference.product(left[:, None], right[None, :], mode.replace("lut:", "lut:"))
+        agree = same_bits(expected, ref) | (np.isnan(expected) & np.isnan(ref))
+        assert agree.all(), f"{mode}: host functions and numpy reference differ at {np.argwhere(~agree)[0]}"
+        a, b = gpu(left[:, None]), gpu(right[None, :])
+        assert_same(torch_ops.matmul(a, b, mode).cpu(), expected, f"{mode} matmul", left, right)
+        # transposed views (read without a copy) and the exact-order gradient forms
+        assert_same(torch.ops.amdnn.matmul(gpu(left[None, :]).t(), gpu(right[:, None]).t(),
+                                           torch_ops.kernel_arguments_for(mode, DEVICE)[1],
+                                           torch_ops.kernel_arguments_for(mode, DEVICE)[0]).cpu(),
+                    expected, f"{mode} matmul transposed", left, right)
+        # 1x1 conv: x [N=len(left), C=1, 1, 1] with w [O=len(right), 1, 1, 1]: y[n, o] = x[n] (*) w[o]
+        x = gpu(left.reshape(-1, 1, 1, 1))
+        w = gpu(right.reshape(-1, 1, 1, 1))
+        assert_same(torch_ops.conv2d(x, w, multiplier=mode).reshape(left.size, right.size).cpu(), expected,
+                    f"{mode} conv2d", left, right)
+        attr, table = torch_ops.kernel_arguments_for(mode, DEVICE)
+        # input gradient with one output channel: dx[n, c] = dy[n] (*) w[c]
+        dx = torch.ops.amdnn.conv2d_backward_input([left.size, right.size, 1, 1], gpu(right.reshape(1, -1, 1, 1)),
+                                                   gpu(left.reshape(-1, 1, 1, 1)), table, attr, [1, 1],
+                                                   [0, 0, 0, 0], [1, 1])
+        assert_same(dx.reshape(left.size, right.size).cpu(), expected, f"{mode} conv2d_backward_input", left, right)
+        # filter gradient over one pixel: dw[o, c] = x[c] (*) dy[o]
+        dw = torch.ops.amdnn.conv2d_backward_filter(gpu(left.reshape(1, -1, 1, 1)), [right.size, left.size, 1, 1],
+                                                    gpu(right.reshape(1, -1, 1, 1)), table, attr, [1, 1],
+                                                    [0, 0, 0, 0], [1, 1])
+        assert_same(dw.reshape(right.size, left.size).t().cpu(), expected, f"{mode} conv2d_backward_filter", left,
+                    right)
+
+
+# ------------------------------------------------------------------------------------------------ layers
+
+GEOMETRIES = [  # (N, C, H, W, O, kh, kw, stride, padding, dilation)
+    (2, 8, 9, 7, 12, 3, 3, 1, "same", 1),
+    (2, 8, 9, 7, 12, 3, 3, 2, "same", 1),
+    (1, 5, 11, 10, 7, 3, 2, 2, "valid", 1),
+    (2, 4, 12, 12, 6, 3, 3, 1, "same", 2),
+    (1, 3, 8, 8, 70, 1, 1, 1, "valid", 1),  # a wide output: 128 x 128 tiles
+    (3, 16, 6, 5, 9, 5, 5, 3, "same", 1),
+]
+
+
+def relative_error(out, ref) -> float:
+    out, ref = np.asarray(out, np.float64), np.asarray(ref, np.float64)
+    return float(np.linalg.norm(out - ref) / max(np.linalg.norm(ref), 1e-30))
+
+
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=lambda g: "x".join(map(str, g)))
+def test_conv_layers_against_float64_reference(modes, geometry):
+    n, c, h, w_, o, kh, kw, stride, padding, dilation = geometry
+    rng = np.random.default_rng(hash(geometry) % 2**32)
+    x = rng.standard_normal((n, h, w_, c)).astype(np.float32)  # NHWC for the reference
+    w = rng.standard_normal((kh, kw, c, o)).astype(np.float32)  # HWIO
+    xt = gpu(x).permute(0, 3, 1, 2)  # a channels_last NCHW tensor
+    wt = gpu(w).permute(3, 2, 0, 1).contiguous()
+    for mode in modes:
+        y = torch_ops.conv2d(xt, wt, stride=stride, padding=padding, dilation=dilation, multiplier=mode)
+        ref = reference.conv2d(x, w, stride, padding.upper(), dilation, mode)
+        assert relative_error(y.permute(0, 2, 3, 1).cpu(), ref) <= 1e-5, f"{mode} forward"
+        dy = rng.standard_normal(ref.shape).astype(np.float32)
+        attr, table = torch_ops.kernel_arguments_for(mode, DEVICE)
+        pads = torch_ops.conv_padding(padding, (h, w_), (kh, kw), [stride] * 2, [dilation] * 2)
+        dyt = gpu(dy).permute(0, 3, 1, 2)
+        dx = torch.ops.amdnn.conv2d_backward_input([n, c, h, w_], wt, dyt, table, attr, [stride] * 2, pads,
+                                                   [dilation] * 2)
+        ref_dx = reference.conv2d_backprop_input(x.shape, w, dy, stride, padding.upper(), dilation, mode)
+        assert relative_error(dx.permute(0, 2, 3, 1).cpu(), ref_dx) <= 1e-5, f"{mode} input gradient"
+        dw = torch.ops.amdnn.conv2d_backward_filter(xt, [o, c, kh, kw], dyt, table, attr, [stride] * 2, pads,
+                                                    [dilation] * 2)
+        ref_dw = reference.conv2d_backprop_filter(x, w.shape, dy, stride, padding.upper(), dilation, mode)
+        assert relative_error(dw.permute(2, 3, 1, 0).cpu(), ref_dw) <= 1e-5, f"{mode} filter gradient"
+
+
+@pytest.mark.parametrize("shape", [(33, 70, 65), (128, 300, 784), (1, 1, 3000), (200, 10, 1)])
+def test_matmul_against_float64_reference(modes, shape):
+    m, n, k = shape
+    rng = np.random.default_rng(m * n * k)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    for mode in modes:
+        out = torch_ops.matmul(gpu(a), gpu(b), multiplier=mode).cpu()
+        assert relative_error(out, reference.matmul(a, b, mode)) <= 1e-5, mode
+
+
+RESNET_SHAPES = [(32, 64, 64, 1), (32, 64, 128, 2), (16, 128, 128, 1), (16, 128, 256, 2), (8, 256, 256, 1),
+                 (8, 256, 512, 2), (4, 512, 512, 1)]
+
+
+@pytest.mark.parametrize("size,cin,cout,stride", RESNET_SHAPES)
+def test_acc32_matches_cudnn(size, cin, cout, stride):
+    """acc32 is fp32 arithmetic: forward and both gradients within 1e-5 of cuDNN fp32 (TF32 off)."""
+    torch.manual_seed(size * cin)
+    x = torch.randn(16, cin, size, size, device=DEVICE).to(memory_format=torch.channels_last).requires_grad_()
+    w = (torch.randn(cout, cin, 3, 3, device=DEVICE) / (3 * cin**0.5)).requires_grad_()
+    ours = torch_ops.conv2d(x, w, stride=stride, padding=1, multiplier="acc32")
+    native = torch.nn.functional.conv2d(x, w, stride=stride, padding=1)
+    dy = torch.randn_like(native)
+    gx, gw = torch.autograd.grad(ours, (x, w), dy)
+    nx, nw = torch.autograd.grad(native, (x, w), dy)
+    for what, a, b in (("forward", ours, native), ("dx", gx, nx), ("dw", gw, nw)):
+        err = (torch.linalg.vector_norm(a.double() - b.double()) / torch.linalg.vector_norm(b.double())).item()
+        assert err <= 1e-5, f"{what}: relative error {err:.2e} against cuDNN"
+
+
+# ------------------------------------------------------------------------------------------------ properties
+
+
+def test_deterministic_and_zero_size(modes):
+    torch.manual_seed(0)
+    x = torch.randn(8, 64, 16, 16, device=DEVICE).to(memory_format=torch.channels_last)
+    w = torch.randn(64, 64, 3, 3, device=DEVICE, requires_grad=True)
+    for mode in modes[:3] + modes[-1:]:
+        runs = []
+        for _ in range(2):
+            xi = x.clone().requires_grad_()
+            y = torch_ops.conv2d(xi, w, padding=1, multiplier=mode)
+            gx, gw = torch.autograd.grad(y.square().sum(), (xi, w))
+            runs.append([t.detach().cpu().numpy().view(np.uint32) for t in (y, gx, gw)])
+        for first, second in zip(*runs):
+            assert np.array_equal(first, second), f"{mode}: two runs gave different bits"
+    empty = torch_ops.conv2d(torch.zeros(0, 3, 8, 8, device=DEVICE), torch.ones(4, 3, 3, 3, device=DEVICE),
+                             padding=1, multiplier="am16")
+    assert empty.shape == (0, 4, 8, 8)
+    inner0 = torch_ops.matmul(torch.ones(3, 0, device=DEVICE), torch.ones(0, 5, device=DEVICE), multiplier="am16")
+    assert inner0.shape == (3, 5) and bool((inner0 == 0).all())
+
+
+def test_fast_path_on_ordinary_data_generic_on_inf():
+    x = torch.randn(64, 32, device=DEVICE)
+    w = torch.randn(32, 48, device=DEVICE)
+    fast0, generic0 = torch_ops.gpu_path_counts()
+    torch_ops.matmul(x, w, multiplier="am16")
+    fast1, generic1 = torch_ops.gpu_path_counts()
+    assert fast1 > fast0 and generic1 == generic0, "ordinary data must take the fast path only"
+    x[0, 0] = float("inf")
+    out = torch_ops.matmul(x, w, multiplier="am16")
+    fast2, generic2 = torch_ops.gpu_path_counts()
+    assert generic2 > generic1
+    assert torch.isinf(out[0]).any() or torch.isnan(out[0]).any()
+
+
+def test_gradients_flow_through_the_multiplier_or_exactly():
+    torch.manual_seed(1)
+    x = torch.randn(4, 8, 10, 10, device=DEVICE, requires_grad=True)
+    w = torch.randn(16, 8, 3, 3, device=DEVICE, requires_grad=True)
+    y = torch_ops.conv2d(x, w, padding="same", multiplier="am16", exact_gradients=True)
+    gx, gw = torch.autograd.grad(y.sum(), (x, w))
+    yn = torch.nn.functional.conv2d(x, w, padding="same")
+    nx, nw = torch.autograd.grad(yn.sum(), (x, w))
+    assert torch.allclose(gx, nx, rtol=1e-5, atol=1e-5) and torch.allclose(gw, nw, rtol=1e-4, atol=1e-4)
+    y = torch_ops.conv2d(x, w, padding="same", multiplier="am16")
+    ax, aw = torch.autograd.grad(y.sum(), (x, w))
+    assert not torch.equal(ax, nx)  # through the multiplier: not the exact gradient
+    assert (ax - nx).norm() / nx.norm() < 0.1
+
+
+def test_opcheck_and_compile():
+    x = torch.randn(2, 4, 6, 6, device=DEVICE, requires_grad=True)
+    w = torch.randn(5, 4, 3, 3, device=DEVICE, requires_grad=True)
+    attr, table = torch_ops.kernel_arguments_for("am16", DEVICE)
+    torch.library.opcheck(torch.ops.amdnn.conv2d.default, (x, w, table, attr, [1, 1], [1, 1, 1, 1], [1, 1], False))
+    a = torch.randn(5, 7, device=DEVICE, requires_grad=True)
+    b = torch.randn(7, 3, device=DEVICE, requires_grad=True)
+    torch.library.opcheck(torch.ops.amdnn.matmul.default, (a, b, table, attr, False))
+    compiled = torch.compile(lambda u, v: torch_ops.conv2d(u, v, padding=1, multiplier="am16").relu(), fullgraph=True)
+    assert torch.equal(compiled(x, w), torch_ops.conv2d(x, w, padding=1, multiplier="am16").relu())
+
+
+def test_bad_input_errors():
+    x = torch.randn(2, 4, 6, 6, device=DEVICE)
+    with pytest.raises(ValueError, match="different|device"):
+        torch_ops.conv2d(x, torch.randn(5, 4, 3, 3), multiplier="am16")
+    with pytest.raises(TypeError, match="floating-point"):
+        torch_ops.conv2d(x.int(), torch.randn(5, 4, 3, 3, device=DEVICE).int(), multiplier="am16")
+    with pytest.raises(RuntimeError, match="input channels 4 differ"):
+        torch_ops.conv2d(x, torch.randn(5, 3, 3, 3, device=DEVICE), multiplier="am16")
+    with pytest.raises(ValueError, match="unknown multiplier"):
+        torch_ops.matmul(torch.randn(2, 3, device=DEVICE), torch.randn(3, 2, device=DEVICE), multiplier="am8")
+    with pytest.raises(ValueError, match="smaller than the dilated kernel"):
+        torch_ops.conv2d(torch.randn(1, 4, 2, 2, device=DEVICE), torch.randn(5, 4, 3, 3, device=DEVICE),
+                         multiplier="am16")
