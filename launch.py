@@ -22,4 +22,9 @@ def main(cfg: DictConfig) -> dict:
 
 
 if __name__ == "__main__":
+    import sys
+
+    from orchestrator.launching import check_command_line
+
+    check_command_line(sys.argv[1:])  # an override of an unknown key is refused with the closest key, before composing
     main()
