@@ -115,7 +115,7 @@ def _cell_text(rows: list[Row]) -> str:
 
 
 # An experiment: (model, multiplier label, setting as sorted items). Its runs are seeds of one another.
-Experiment = tuple
+Experiment = tuple[str, str, tuple[tuple[str, str], ...]]
 
 
 def _experiments(rows: Sequence[Row]) -> dict[Experiment, list[Row]]:
