@@ -5,6 +5,8 @@
     python launch.py -m model=resnet18,resnet34 mult=am32,am16 dataset=cifar10 train=cifar cluster=gadi
 
 Re-running any of these finishes what did not finish and trains nothing that did. Configuration: conf/config.yaml.
+A cluster preset without -m submits its one cell as a sweep of one; nothing trains on the login node. An invalid
+config is refused before anything runs, in one message, with exit status 2.
 """
 from orchestrator.environment import ensure_environment
 
@@ -22,4 +24,9 @@ def main(cfg: DictConfig) -> dict:
 
 
 if __name__ == "__main__":
+    import sys
+
+    from orchestrator.launching import check_command_line
+
+    check_command_line(sys.argv[1:])  # an override of an unknown key is refused with the closest key, before composing
     main()

@@ -5,6 +5,7 @@ environment before TensorFlow, MLflow or Hydra are imported. Import the parts di
 
     orchestrator.cell         run_cell(cfg) -> CellResult, request_checkpoint(): the one entry point of a job
     orchestrator.config       validate(cfg) (also for cluster launchers, before submitting), ConfigError
+    orchestrator.config_keys  the keys and group options conf/ defines: others are refused, naming the closest
     orchestrator.identity     cell_identity(cfg), cell_name(cfg): the same config is the same run
     orchestrator.checkpoints  atomic, checksummed checkpoints; the newest that verifies is resumed
     orchestrator.trainer      the deterministic training loop, NaN rollback (runs in the worker process)

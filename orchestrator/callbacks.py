@@ -30,7 +30,7 @@ def cells_of_sweep(config: DictConfig) -> list[dict]:
     from hydra import compose
 
     from .config import ConfigError, validate
-    from .identity import cell_identity
+    from .identity import cell_identity, defining_config
     from .tracking import mult_label
 
     cells = []
@@ -41,7 +41,7 @@ def cells_of_sweep(config: DictConfig) -> list[dict]:
         except ConfigError as e:
             raise ConfigError(f"sweep cell {' '.join(overrides) or '(defaults)'}: {e}") from None
         cells.append({"identity": cell_identity(c), "model": c["model"]["name"], "mult": mult_label(c),
-                      "dataset": c["dataset"]["name"], "seed": c["seed"]})
+                      "dataset": c["dataset"]["name"], "seed": c["seed"], "defining": defining_config(c)})
     return cells
 
 

@@ -3,6 +3,8 @@
 `validate(cfg)` is called by the sweep callback for every cell of a sweep before the first one runs, by `run_cell`
 before it trains, and by the cluster launchers before they submit. The valid choices come from the registries
 (models, ops, models.datasets, orchestrator.optim): the conf/ group files mirror them and a test keeps them equal.
+The valid keys are those conf/ defines (config_keys); a cluster's resources are checked by the code that turns them
+into a job script, so a config the launcher would refuse is refused here, with or without -m.
 """
 from __future__ import annotations
 
@@ -11,7 +13,13 @@ from typing import Any, Mapping
 
 
 class ConfigError(ValueError):
-    """An invalid cell config; the message names every bad key and what would be valid."""
+    """An invalid cell config; the message names every bad key and what would be valid. Raised before anything is
+    trained or submitted; the only error a cell's training process reports as refused rather than crashed."""
+
+
+def config_error(problems: list[str]) -> ConfigError:
+    """One ConfigError listing every problem, one per line."""
+    return ConfigError("invalid AMDNN config:\n  - " + "\n  - ".join(problems))
 
 
 def model_names() -> list[str]:
@@ -31,6 +39,13 @@ def dataset_names() -> list[str]:
     from models import datasets
 
     return list(datasets.DATASETS)
+
+
+def augmentable_datasets() -> list[str]:
+    """The datasets with a usual augmentation (dataset.augment=true)."""
+    from models import datasets
+
+    return [name for name, spec in datasets.DATASETS.items() if spec.augmentation is not None]
 
 
 def to_dict(cfg: Any) -> dict:
@@ -58,9 +73,10 @@ def mult_spec(cfg: Mapping[str, Any]) -> str:
 def validate(cfg: Any) -> dict:
     """Check a cell config; return it as a plain dict, or raise ConfigError listing every problem."""
     from . import optim
+    from .config_keys import unknown_key_message, unknown_keys
 
     c = to_dict(cfg)
-    errors: list[str] = []
+    errors: list[str] = [unknown_key_message(path) for path in unknown_keys(c)]
 
     def need(path: str) -> Any:
         node: Any = c
@@ -78,6 +94,7 @@ def validate(cfg: Any) -> dict:
 
     choice("model.name", model_names(), "pick with model=NAME")
     choice("dataset.name", dataset_names(), "pick with dataset=NAME")
+    _check_augment(c.get("dataset") or {}, errors)
     mult = need("mult.name")
     if mult is not None:
         if mult == "lut":
@@ -106,6 +123,33 @@ def validate(cfg: Any) -> dict:
     lr = need("train.optimizer.lr")
     if lr is not None and (isinstance(lr, bool) or not isinstance(lr, (int, float)) or lr <= 0):
         errors.append(f"train.optimizer.lr={lr!r} must be a number > 0")
+    _check_cluster(c.get("cluster") or {}, errors)
     if errors:
-        raise ConfigError("invalid AMDNN config:\n  - " + "\n  - ".join(errors))
+        raise config_error(errors)
     return c
+
+
+def _check_augment(dataset: Mapping[str, Any], errors: list[str]) -> None:
+    augment = dataset.get("augment", False)
+    if not isinstance(augment, bool):
+        errors.append(f"dataset.augment={augment!r} must be true or false")
+    elif augment and dataset.get("name") in dataset_names() and dataset["name"] not in augmentable_datasets():
+        errors.append(f"dataset.augment=true but {dataset['name']} has no usual augmentation; datasets with one: "
+                      f"{', '.join(augmentable_datasets())} (or dataset.augment=false)")
+
+
+def _check_cluster(cluster: Mapping[str, Any], errors: list[str]) -> None:
+    """A scheduler's cluster config: everything the launcher checks when it writes the job script."""
+    if cluster.get("scheduler") is None:
+        return  # cluster=local: no job script
+    from .cluster.launcher import executor_parameters
+    from .cluster.resources import check_scheduler
+
+    for key, low in (("max_requeues", 0), ("max_attempts", 1), ("array_parallelism", 1)):
+        value = cluster.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
+            errors.append(f"cluster.{key}={value!r} must be an integer >= {low}")
+    try:
+        executor_parameters(check_scheduler(str(cluster["scheduler"])), cluster)
+    except ValueError as e:
+        errors.append(str(e))

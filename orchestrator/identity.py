@@ -14,6 +14,7 @@ from typing import Any, Mapping
 from .config import to_dict
 
 DEFINING_KEYS = ("model", "mult", "dataset", "seed", "train")
+SEED_KEY = "seed"   # the one defining key whose cells the results table treats as repeats of one experiment
 
 
 def _file_sha256(path: str) -> str:
@@ -36,10 +37,19 @@ def defining_config(cfg: Any) -> dict:
     return out
 
 
+def canonical_json(defining: Mapping[str, Any]) -> str:
+    """The one text of a defining config: what the identity hashes and the MLflow run carries."""
+    return json.dumps(defining, sort_keys=True, separators=(",", ":"))
+
+
 def cell_identity(cfg: Any) -> str:
     """sha256 hex of the canonical JSON of the defining config."""
-    canonical = json.dumps(defining_config(cfg), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return hashlib.sha256(canonical_json(defining_config(cfg)).encode()).hexdigest()
+
+
+def without_seed(defining: Mapping[str, Any]) -> dict:
+    """A defining config minus the seed: what the seeds of one experiment share (one cell of the results table)."""
+    return {key: value for key, value in defining.items() if key != SEED_KEY}
 
 
 def cell_name(cfg: Mapping[str, Any], identity: str | None = None) -> str:

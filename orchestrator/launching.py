@@ -1,23 +1,76 @@
 """What launch.py does with one composed config, under any Hydra launcher (basic, submitit, PBS).
 
-A single run raises on an invalid config and exits non-zero on a failed cell; in a sweep every cell's outcome,
-failure included, is recorded and returned so that one bad cell does not stop the others.
+A single run refuses an invalid config with one message and exit status 2 (EXIT_CONFIG), and exits 1 on a failed
+cell; in a sweep every cell's outcome, failure included, is recorded and returned so that one bad cell does not stop
+the others. A single run with a cluster preset (cluster=slurm, pbs, gadi) never trains here, where it would be the
+login node: it becomes the same command with -m, a sweep of one cell that the cluster launcher submits.
 """
 from __future__ import annotations
 
 import json
 import logging
+import os
+import shlex
 import shutil
 import sys
 import traceback
 from pathlib import Path
+from typing import NoReturn, Sequence
 
 from . import paths
 from .cell import CellResult, run_cell
-from .config import ConfigError, to_dict
+from .config import ConfigError, config_error, to_dict, validate
 
 log = logging.getLogger(__name__)
 RESULT_FILE = "cell-result.json"   # in the Hydra job's output dir: what this job did
+EXIT_CONFIG = 2                    # an invalid config: nothing was trained or submitted (as a sweep refused: callbacks)
+SWEEP_OF_ONE = "AMDNN_SWEEP_OF_ONE"  # set when a single run re-executes itself with -m: it must not do so again
+
+
+def refuse(error: ConfigError) -> NoReturn:
+    """Print a config error as one message, no traceback, and exit EXIT_CONFIG."""
+    print(f"[amdnn] {error}\n[amdnn] nothing was trained or submitted", file=sys.stderr, flush=True)
+    sys.exit(EXIT_CONFIG)
+
+
+def check_command_line(argv: Sequence[str]) -> None:
+    """Before Hydra composes: refuse an override of a key that conf/ does not define, or an option a group does not
+    have, naming the closest valid one (for a misspelt key Hydra's own message would suggest `+key=value`, which
+    composes the typo)."""
+    from hydra._internal.utils import get_args_parser
+
+    from .config_keys import override_errors
+
+    if "--version" in argv:
+        return
+    try:
+        args, _ = get_args_parser().parse_known_args(list(argv))
+    except SystemExit:  # a malformed command line: Hydra says what is wrong
+        return
+    errors = override_errors(args.overrides)
+    if errors:
+        refuse(config_error(errors))
+
+
+def _launch_script() -> Path:
+    return paths.repo_root() / "launch.py"
+
+
+def _submit_as_sweep_of_one(c: dict) -> NoReturn:
+    """A single run on a cluster preset: re-execute the command with -m, so that the cluster launcher submits the
+    cell; or, where this process is not launch.py's (or already is that re-execution), refuse with the command."""
+    args = sys.argv[1:]
+    shown = f"python {shlex.join([sys.argv[0], '-m', *args])}"
+    cluster = c["cluster"].get("name", c["cluster"]["scheduler"])
+    ran_launch_py = Path(sys.argv[0]).resolve() == _launch_script().resolve()
+    if os.environ.get(SWEEP_OF_ONE) or not ran_launch_py:
+        print(f"[amdnn] cluster={cluster} submits jobs, which only a sweep does; nothing was trained or submitted. "
+              f"Run:\n    {shown}", file=sys.stderr, flush=True)
+        sys.exit(EXIT_CONFIG)
+    print(f"[amdnn] cluster={cluster} submits jobs and trains nothing here: submitting this cell as a sweep of one, "
+          f"as `{shown}` does", flush=True)
+    os.environ[SWEEP_OF_ONE] = "1"
+    os.execv(sys.executable, [sys.executable, str(_launch_script()), "-m", *args])
 
 
 def mlflow_ui_command(uri: str) -> str:
@@ -42,6 +95,13 @@ def _hydra_context() -> tuple[bool, Path | None]:
 def launch_cell(cfg) -> dict:
     """Run one cell from a composed config; print its outcome; return CellResult.to_dict()."""
     multirun, output_dir = _hydra_context()
+    if not multirun:
+        try:
+            c = validate(cfg)
+        except ConfigError as e:
+            refuse(e)
+        if c["cluster"].get("scheduler"):
+            _submit_as_sweep_of_one(c)
     c = to_dict(cfg)
     try:
         result = run_cell(cfg)

@@ -21,12 +21,14 @@ from typing import Any, Mapping
 from . import paths
 from .cellfiles import QUEUE, RUN_CACHE, job_id
 from .checkpoints import atomic_write
+from .identity import canonical_json, defining_config
 
 log = logging.getLogger(__name__)
 
 TAG_CELL = "amdnn.cell"          # the cell identity: how a resumed cell finds its run
 EPOCH_KEY = "epoch"              # logged with every epoch's metrics; its steps say which epochs are already in
 FINAL_KEY = "final_test_accuracy"
+TAG_DEFINING = "amdnn.defining_config"   # the canonical JSON the identity hashes: what the results table groups by
 
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
@@ -49,7 +51,8 @@ def mult_label(cfg: Mapping[str, Any]) -> str:
 
 def base_tags(identity: str, cfg: Mapping[str, Any]) -> dict[str, str]:
     tags = {TAG_CELL: identity, "amdnn.model": cfg["model"]["name"], "amdnn.mult": mult_label(cfg),
-            "amdnn.dataset": cfg["dataset"]["name"], "amdnn.seed": str(cfg["seed"]), "amdnn.host": socket.gethostname()}
+            "amdnn.dataset": cfg["dataset"]["name"], "amdnn.seed": str(cfg["seed"]), "amdnn.host": socket.gethostname(),
+            TAG_DEFINING: canonical_json(defining_config(cfg))}
     if job_id():
         tags["amdnn.job_id"] = job_id()  # type: ignore[assignment]
     return tags

@@ -38,6 +38,7 @@ def run(cell_dir: Path, should_stop, tracker=None) -> int:
     the cell itself. `tracker`: the caller's, when it runs the cell in its own process."""
     from . import cellfiles, paths, trainer
     from .checkpoints import CheckpointMismatch
+    from .config import ConfigError
     from .tracking import Tracker
     from models.datasets import DatasetError
 
@@ -46,11 +47,13 @@ def run(cell_dir: Path, should_stop, tracker=None) -> int:
     cell = cellfiles.read_json(cell_dir / cellfiles.CELL)
     tracker = tracker or Tracker(paths.tracking_uri(cfg.get("tracking_uri")), cfg["experiment"], cell["identity"],
                                  cell_dir, run_name=cell["name"])
+    # Any other exception, a ValueError included, is a crash: main() exits 1 and run_cell retries the cell from its
+    # last good checkpoint (bounded by retries.crashes). Only a config error is refused for good.
     try:
         outcome = trainer.train(cfg, cell["identity"], cell_dir, tracker, should_stop)
     except trainer.NanRollbacksExhausted as e:
         return _failed(tracker, cell_dir, e, EXIT_NAN)
-    except (CheckpointMismatch, DatasetError, ValueError) as e:  # retrying cannot fix these: say so and stop
+    except (CheckpointMismatch, DatasetError, ConfigError) as e:  # retrying cannot fix these: say so and stop
         return _failed(tracker, cell_dir, e, EXIT_REFUSED)
     finally:
         tracker.close()  # a send under way finishes (bounded by MLflow's timeouts); the rest stays queued

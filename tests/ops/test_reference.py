@@ -28,8 +28,7 @@ def bits_of(x) -> np.ndarray:
 
 def test_names_are_the_registry_in_order():
     assert multipliers.names() == ["native", "acc32", "acc16", "fp16", "am32", "am16", "mit32", "mit16"]
-    assert multipliers.names(include_native=False) == multipliers.names()[1:]
-    assert [mode.name for mode in multipliers.MODES] == multipliers.names()
+    assert multipliers.names(include_native=False) == ["acc32", "acc16", "fp16", "am32", "am16", "mit32", "mit16"]
 
 
 @pytest.mark.parametrize(

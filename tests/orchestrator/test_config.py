@@ -37,7 +37,7 @@ def test_default_config_is_valid_and_is_the_default_cell():
     assert c["cluster"]["name"] == "local"
 
 
-@pytest.mark.parametrize("override, expected", [
+@pytest.mark.parametrize("overrides, expected", [
     ("model.name=vgg16", "lenet300, lenet5, resnet18"),
     ("mult.name=am8", "native, acc32"),
     ("dataset.name=imagenet", "digits, mnist"),
@@ -45,16 +45,42 @@ def test_default_config_is_valid_and_is_the_default_cell():
     ("train.optimizer.name=rmsprop", "adam, sgd"),
     ("train.optimizer.lr=-1", "must be a number > 0"),
     ("mult=lut", "needs a table file"),
-    ("+x=1", None),
+    ("+x=1", "x is not a config key; the top-level keys are: checkpoint, checkpoint_root, cluster, data_dir"),
+    ("+train.epoch=3", "train.epoch is not a config key; did you mean train.epochs?"),
+    ("+mult.exact_gradient=true", "mult.exact_gradient is not a config key; did you mean mult.exact_gradients?"),
+    ("+train.optimizer.learning_rate=0.1",
+     "train.optimizer.learning_rate is not a config key; the keys of train.optimizer are: lr, momentum, name"),
+    ("dataset.augment=true", "dataset.augment=true but digits has no usual augmentation; datasets with one: cifar10"),
+    ("dataset=mnist dataset.augment=true", "mnist has no usual augmentation; datasets with one: cifar10"),
+    ("dataset.augment=1", "dataset.augment=1 must be true or false"),
+    ("cluster=slurm cluster.walltime=abc", "cluster.walltime: walltime 'abc': expected 'HH:MM:SS'"),
+    ("cluster=pbs cluster.walltime=01:75:00", "minutes and seconds must be below 60"),
+    ("cluster=slurm cluster.cpus=-2", "cluster.cpus: cpus -2: expected a whole number >= 0"),
+    ("cluster=slurm cluster.max_requeues=-1", "cluster.max_requeues=-1 must be an integer >= 0"),
+    ("cluster=gadi", "cluster=gadi needs cluster.project"),
 ])
-def test_validation_names_what_is_valid(override, expected):
-    cfg = compose(override)
-    if expected is None:
-        validate(cfg)
-        return
+def test_validation_names_what_is_valid(overrides, expected, monkeypatch):
+    monkeypatch.delenv("PROJECT", raising=False)  # gadi's project defaults to $PROJECT
     with pytest.raises(ConfigError) as info:
-        validate(cfg)
+        validate(compose(*overrides.split()))
     assert expected in str(info.value)
+
+
+def test_every_problem_is_named_at_once():
+    with pytest.raises(ConfigError) as info:
+        validate(compose("+x=1", "train.epochs=0", "dataset=mnist", "dataset.augment=true"))
+    problems = str(info.value).splitlines()[1:]
+    assert len(problems) == 3 and problems[0].startswith("  - x is not a config key")
+
+
+@pytest.mark.parametrize("overrides", [
+    (), ("cluster=slurm",), ("cluster=pbs",), ("cluster=gadi", "cluster.project=ab12"),
+    ("cluster=slurm", "+cluster.env.OMP_NUM_THREADS=4"),  # cluster.env is the user's mapping: any name
+    ("dataset=cifar10", "model=resnet18", "train=cifar"), ("dataset=cifar10", "dataset.augment=false"),
+])
+def test_shipped_presets_are_valid(overrides):
+    c = validate(compose(*overrides))
+    assert c["cluster"]["name"] == next((o.split("=")[1] for o in overrides if o.startswith("cluster=")), "local")
 
 
 def test_unreadable_table(tmp_path):

@@ -1,17 +1,21 @@
 """launch.py end to end, in subprocesses as a user runs it: the default cell, a local sweep and its table, a re-run
-that trains nothing, a failed cell inside a sweep, and invalid configs refused before anything trains."""
+that trains nothing, a failed cell inside a sweep, invalid configs refused before anything trains, and a cluster
+preset without -m submitted as a sweep of one rather than trained here."""
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+
+import pytest
 
 from orch_helpers import PYTHON, REPO, env
 
 
-def launch(tmp_path, *args: str, timeout: int = 400) -> subprocess.CompletedProcess:
+def launch(tmp_path, *args: str, timeout: int = 400, environment: dict | None = None) -> subprocess.CompletedProcess:
     overrides = [f"checkpoint_root={tmp_path / 'ck'}", f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}"]
-    return subprocess.run([PYTHON, str(REPO / "launch.py"), *args, *overrides], cwd=tmp_path, env=env(),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([PYTHON, str(REPO / "launch.py"), *args, *overrides], cwd=tmp_path,
+                          env=environment or env(), capture_output=True, text=True, timeout=timeout)
 
 
 def test_default_launch_reaches_90_percent_on_digits_under_am16(tmp_path):
@@ -64,9 +68,61 @@ def test_invalid_sweep_is_refused_before_anything_trains(tmp_path):
     assert not (tmp_path / "ck").exists()
 
 
-def test_invalid_single_run_names_valid_choices(tmp_path):
-    proc = launch(tmp_path, "mult=lut", f"mult.table={tmp_path / 'nope.bin'}")
-    assert proc.returncode != 0 and "is not a readable file" in proc.stdout + proc.stderr
-    proc = launch(tmp_path, "model=vgg16")
-    assert proc.returncode != 0 and "lenet300" in proc.stdout + proc.stderr
+@pytest.mark.parametrize("args, expected", [
+    (["mult=lut", "mult.table=/etc/passwd"], "mult.table='/etc/passwd': table file '/etc/passwd' has"),
+    (["mult=lut", "mult.table=nope.bin"], "mult.table='nope.bin' is not a readable file"),
+    (["train.epoch=3"], "train.epoch is not a config key; did you mean train.epochs?"),
+    (["+x=1"], "x is not a config key; the top-level keys are: checkpoint,"),
+    (["model=vgg16"], "model=vgg16 is not an option of model: lenet300, lenet5, resnet18, resnet34, resnet50"),
+    (["-m", "model=lenet5,resnet17"], "model=resnet17 is not an option of model: lenet300, lenet5, resnet18"),
+    (["dataset=mnist", "dataset.augment=true"], "mnist has no usual augmentation; datasets with one: cifar10"),
+    (["model=lenet5", "cluster=slurm", "cluster.walltime=abc"], "walltime 'abc': expected 'HH:MM:SS'"),
+    (["-m", "model=lenet5", "cluster=slurm", "cluster.walltime=abc"], "walltime 'abc': expected 'HH:MM:SS'"),
+])
+def test_config_errors_are_one_message_and_exit_2(tmp_path, args, expected):
+    proc = launch(tmp_path, *args)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-3000:]
+    assert expected in out and "Traceback" not in out and "HYDRA_FULL_ERROR" not in out, out[-3000:]
     assert not (tmp_path / "ck").exists()
+
+
+FAKE_SBATCH = """#!/bin/sh
+# Answers as sbatch does and keeps the job script: nothing reaches a real Slurm.
+for arg; do script=$arg; done
+cp "$script" "$(dirname "$0")/job-$(ls "$(dirname "$0")" | wc -l).sh"
+echo "Submitted batch job 4242"
+"""
+
+
+def fake_slurm_env(tmp_path) -> dict:
+    bin_dir = tmp_path / "fake-bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(FAKE_SBATCH)
+    (bin_dir / "sbatch").chmod(0o755)
+    e = env()
+    e["PATH"] = f"{bin_dir}{os.pathsep}{e['PATH']}"
+    return e
+
+
+def test_cluster_preset_without_m_submits_the_cell_and_trains_nothing_here(tmp_path):
+    proc = launch(tmp_path, "model=lenet5", "cluster=slurm", "cluster.walltime=00:10:00",
+                  f"cluster.state_dir={tmp_path / 'state'}", environment=fake_slurm_env(tmp_path))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "submitting this cell as a sweep of one, as `python " in out and " -m model=lenet5 cluster=slurm" in out
+    assert "[amdnn] 1 cell(s) submitted to slurm" in out and "lenet5 x am16 (digits, seed 0) -> job 4242" in out
+    assert "| lenet5 | - |" in out  # the sweep's table: the cell is queued, no result here
+    assert "epoch 1/" not in out and not (tmp_path / "ck").exists()
+    scripts = sorted((tmp_path / "fake-bin").glob("job-*.sh"))
+    assert len(scripts) == 1 and "#SBATCH --time=10\n" in scripts[0].read_text()
+
+
+def test_cluster_sweep_table_has_a_column_per_experiment_before_any_result(tmp_path):
+    proc = launch(tmp_path, "-m", "cluster=slurm", "mult.exact_gradients=false,true",
+                  f"cluster.state_dir={tmp_path / 'state'}", environment=fake_slurm_env(tmp_path))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "[amdnn] 2 cell(s) submitted to slurm" in out
+    assert "| Final test accuracy (digits) | am16 mult.exact_gradients=false | am16 mult.exact_gradients=true |\n" \
+           "|---|---|---|\n| lenet300 | - | - |" in out
