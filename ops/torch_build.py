@@ -32,6 +32,12 @@ CUDA_SOURCES = ("gemm_cuda.cu", "gemm_cuda_conv.cu", "gemm_cuda_input_grad.cu", 
 CXX_FLAGS = ["-O3", "-ffp-contract=off", "-fno-fast-math", "-mtune=generic"]
 NVCC_FLAGS = ["-O3", "-fmad=false", "--expt-relaxed-constexpr", "-std=c++17"]
 
+
+def nvcc_flags() -> list[str]:
+    """NVCC_FLAGS plus AMDNN_NVCC_FLAGS (space-separated; e.g. -lineinfo for a profiler, or the kernels' tuning knobs
+    -DAMDNN_GPU_BK=16 -DAMDNN_GPU_MIN_BLOCKS=2 when measuring them)."""
+    return NVCC_FLAGS + os.environ.get("AMDNN_NVCC_FLAGS", "").split()
+
 _lock = threading.Lock()
 _loaded: "TorchBuildInfo | None" = None
 
@@ -82,7 +88,7 @@ def cuda_arch_list() -> str:
 
 
 def _key(torch_version: str, cuda: str | None, arch: str | None, target: str, cxx_version: str) -> str:
-    text = json.dumps([source_hash(), torch_version, cuda, arch, target, cxx_version, CXX_FLAGS, NVCC_FLAGS])
+    text = json.dumps([source_hash(), torch_version, cuda, arch, target, cxx_version, CXX_FLAGS, nvcc_flags()])
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
@@ -111,7 +117,7 @@ def load() -> TorchBuildInfo:
                 cpp_extension.load(
                     name=f"amdnn_torch_{key}", sources=sources, build_directory=str(directory),
                     extra_cflags=CXX_FLAGS + target_flags + (["-DAMDNN_WITH_CUDA"] if with_cuda else []),
-                    extra_cuda_cflags=NVCC_FLAGS, extra_include_paths=[str(SOURCE_DIR)], with_cuda=with_cuda,
+                    extra_cuda_cflags=nvcc_flags(), extra_include_paths=[str(SOURCE_DIR)], with_cuda=with_cuda,
                     is_python_module=False, verbose=os.environ.get("AMDNN_BUILD_VERBOSE") == "1")
             except (RuntimeError, OSError, ImportError) as error:
                 raise BuildError(f"building the PyTorch binding of the AMDNN ops failed in {directory}: {error}. "

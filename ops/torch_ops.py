@@ -190,6 +190,9 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, multiplier
                          f"{tuple(w.shape)}")
     if x.device != w.device:
         raise ValueError(f"conv2d: input is on {x.device} and weight on {w.device}; put both on one device")
+    if x.shape[1] != w.shape[1]:
+        raise ValueError(f"conv2d: input channels {x.shape[1]} differ from weight input channels {w.shape[1]} "
+                         f"(input {tuple(x.shape)}, weight {tuple(w.shape)}; groups are not supported)")
     stride_pair = _pair(stride, "stride")
     if min(stride_pair) < 1:
         raise ValueError(f"conv2d: stride must be positive, got {stride!r}")

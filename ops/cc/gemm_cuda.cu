@@ -1,4 +1,5 @@
-// The CUDA core's shared entry points: workspace sizes of the convolutions and the path counters of all op files.
+// The CUDA core's shared entry points: workspace sizes of the forward and filter-gradient convolutions, and the
+// path counters of all op files.
 #include "gemm_cuda_kernel.cuh"
 
 namespace amdnn {
@@ -10,10 +11,6 @@ PathCounts path_counts_filter_grad();
 PathCounts path_counts_matmul();
 
 size_t conv2d_workspace_bytes(const ConvGeometry& g) { return workspace_for(g.out_pixels(), g.out_c, g.patch_size()); }
-
-size_t conv2d_backprop_input_workspace_bytes(const ConvGeometry& g) {
-  return workspace_for(g.batch * g.in_h * g.in_w, g.in_c, g.filter_h * g.filter_w * g.out_c);
-}
 
 size_t conv2d_backprop_filter_workspace_bytes(const ConvGeometry& g) {
   return workspace_for(g.patch_size(), g.out_c, g.out_pixels());

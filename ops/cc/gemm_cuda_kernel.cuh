@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <mutex>
+#include <type_traits>
 
 #include "conv_geometry.h"
 #include "gemm_cuda.h"
@@ -30,7 +31,14 @@ namespace amdnn {
 namespace gpu {
 namespace {
 
-constexpr int kBK = 8;          // k per staged tile
+// Tuning knobs, fixed at build time (ops/torch_build.py passes AMDNN_NVCC_FLAGS to nvcc; measured in docs/performance.md).
+#ifndef AMDNN_GPU_BK
+#define AMDNN_GPU_BK 8
+#endif
+#ifndef AMDNN_GPU_MIN_BLOCKS
+#define AMDNN_GPU_MIN_BLOCKS 1
+#endif
+constexpr int kBK = AMDNN_GPU_BK;  // k per staged tile
 constexpr int kThreadTile = 8;  // each thread: 8 rows x 8 columns of C
 constexpr int kPad = 4;         // shared rows padded by 4 floats: conflict-free stores, 16-byte aligned reads
 
@@ -44,14 +52,20 @@ struct SumTable {  // am16's G[S], passed by value (1 KB of kernel parameters)
   float g[256];
 };
 
-template <class LoadA, class LoadB>
+// Where row r of C starts in the output: r * ldc for a dense C; the input gradient's phases map rows elsewhere.
+struct DenseRows {
+  int ldc;
+  __device__ long long offset(int r) const { return static_cast<long long>(r) * ldc; }
+};
+
+template <class LoadA, class LoadB, class Rows = DenseRows>
 struct GemmParams {
   LoadA a;
   LoadB b;
   int m, n, k;
   int k_per_split;      // blockIdx.z covers k in [z * k_per_split, min(k, (z + 1) * k_per_split))
   float* c;
-  int ldc;
+  Rows rows;               // where C's rows go (unsplit launches)
   long long split_stride;  // elements between the partial results of consecutive splits (0: one split)
   const uint8_t* table7;   // device, kTable only
   SumTable sums;           // kAm16 only
@@ -92,9 +106,9 @@ struct Stage {
   }
 };
 
-template <Mode M, int BM, int BN, class LoadA, class LoadB>
-__global__ void __launch_bounds__((BM / kThreadTile) * (BN / kThreadTile))
-    gemm_kernel(const GemmParams<LoadA, LoadB> p) {
+template <Mode M, int BM, int BN, class LoadA, class LoadB, class Rows>
+__global__ void __launch_bounds__((BM / kThreadTile) * (BN / kThreadTile), AMDNN_GPU_MIN_BLOCKS)
+    gemm_kernel(const GemmParams<LoadA, LoadB, Rows> p) {
   using F = Fast<M>;
   constexpr int kThreads = (BM / kThreadTile) * (BN / kThreadTile);
   constexpr int kP = F::kPlanes;
@@ -220,10 +234,12 @@ __global__ void __launch_bounds__((BM / kThreadTile) * (BN / kThreadTile))
   for (int i = 0; i < kThreadTile; ++i) {
     const int r = row0 + ty * kThreadTile + i;
     if (r >= p.m) continue;
+    // split partial results are dense [m, n] slices of the workspace
+    const long long row_start = p.split_stride ? static_cast<long long>(r) * p.n : p.rows.offset(r);
 #pragma unroll
     for (int j = 0; j < kThreadTile; ++j) {
       const int col = col0 + tx * kThreadTile + j;
-      if (col < p.n) c[static_cast<long long>(r) * p.ldc + col] = acc[i][j];
+      if (col < p.n) c[row_start + col] = acc[i][j];
     }
   }
   if (tid == 0) {  // one atomic per block: the counters cost nothing measurable
@@ -233,12 +249,13 @@ __global__ void __launch_bounds__((BM / kThreadTile) * (BN / kThreadTile))
 }
 
 // Adds the splits' partial results in split order: c[r, col] = ((p0 + p1) + p2) + ...
-__global__ void sum_splits(const float* partial, int splits, long long stride, int m, int n, float* c, int ldc) {
+template <class Rows>
+__global__ void sum_splits(const float* partial, int splits, long long stride, int m, int n, float* c, Rows rows) {
   const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
   if (i >= static_cast<long long>(m) * n) return;
   float s = partial[i];
   for (int z = 1; z < splits; ++z) s = add_keeping_nan(s, partial[z * stride + i]);
-  c[(i / n) * ldc + i % n] = s;
+  c[rows.offset(static_cast<int>(i / n)) + i % n] = s;
 }
 
 // ------------------------------------------------------------------------------------------------ launching
@@ -286,8 +303,8 @@ SumTable am16_sums() {
   return t;
 }
 
-template <Mode M, int BM, int BN, class LoadA, class LoadB>
-LaunchStatus launch_mode(const GemmParams<LoadA, LoadB>& base, int64_t m, int64_t n, int64_t k, float* c, int ldc,
+template <Mode M, int BM, int BN, class LoadA, class LoadB, class Rows>
+LaunchStatus launch_mode(const GemmParams<LoadA, LoadB, Rows>& base, int64_t m, int64_t n, int64_t k, float* c,
                          void* workspace, cudaStream_t stream) {
   constexpr int kThreads = (BM / kThreadTile) * (BN / kThreadTile);
   constexpr int kP = Fast<M>::kPlanes;
@@ -295,12 +312,12 @@ LaunchStatus launch_mode(const GemmParams<LoadA, LoadB>& base, int64_t m, int64_
   static std::once_flag configured;
   static cudaError_t configure_status = cudaSuccess;
   std::call_once(configured, [&] {
-    configure_status = cudaFuncSetAttribute(gemm_kernel<M, BM, BN, LoadA, LoadB>,
+    configure_status = cudaFuncSetAttribute(gemm_kernel<M, BM, BN, LoadA, LoadB, Rows>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   });
   if (configure_status != cudaSuccess) return {false, cudaGetErrorString(configure_status)};
 
-  GemmParams<LoadA, LoadB> p = base;
+  GemmParams<LoadA, LoadB, Rows> p = base;
   p.m = static_cast<int>(m);
   p.n = static_cast<int>(n);
   p.k = static_cast<int>(k);
@@ -309,50 +326,49 @@ LaunchStatus launch_mode(const GemmParams<LoadA, LoadB>& base, int64_t m, int64_
   if (s.splits > 1) {
     if (workspace == nullptr) return {false, "a split GEMM was given no workspace"};
     p.c = static_cast<float*>(workspace);
-    p.ldc = static_cast<int>(n);
     p.split_stride = m * n;
   } else {
     p.c = c;
-    p.ldc = ldc;
     p.split_stride = 0;
   }
   if (M == Mode::kAm16) p.sums = am16_sums();
   const dim3 grid(static_cast<unsigned>((n + BN - 1) / BN), static_cast<unsigned>((m + BM - 1) / BM),
                   static_cast<unsigned>(s.splits));
-  gemm_kernel<M, BM, BN, LoadA, LoadB><<<grid, kThreads, smem, stream>>>(p);
+  gemm_kernel<M, BM, BN, LoadA, LoadB, Rows><<<grid, kThreads, smem, stream>>>(p);
   cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess) return {false, cudaGetErrorString(status)};
   if (s.splits > 1) {
     const int64_t total = m * n;
     sum_splits<<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(
-        static_cast<const float*>(workspace), s.splits, m * n, static_cast<int>(m), static_cast<int>(n), c, ldc);
+        static_cast<const float*>(workspace), s.splits, m * n, static_cast<int>(m), static_cast<int>(n), c, p.rows);
     status = cudaGetLastError();
     if (status != cudaSuccess) return {false, cudaGetErrorString(status)};
   }
   return {};
 }
 
-template <int BM, int BN, class LoadA, class LoadB>
-LaunchStatus launch_tiles(Mode mode, const GemmParams<LoadA, LoadB>& p, int64_t m, int64_t n, int64_t k, float* c,
-                          int ldc, void* workspace, cudaStream_t stream) {
+template <int BM, int BN, class LoadA, class LoadB, class Rows>
+LaunchStatus launch_tiles(Mode mode, const GemmParams<LoadA, LoadB, Rows>& p, int64_t m, int64_t n, int64_t k,
+                          float* c, void* workspace, cudaStream_t stream) {
   switch (mode) {
-    case Mode::kAcc32: return launch_mode<Mode::kAcc32, BM, BN>(p, m, n, k, c, ldc, workspace, stream);
-    case Mode::kAcc16: return launch_mode<Mode::kAcc16, BM, BN>(p, m, n, k, c, ldc, workspace, stream);
-    case Mode::kFp16: return launch_mode<Mode::kFp16, BM, BN>(p, m, n, k, c, ldc, workspace, stream);
-    case Mode::kAm32: return launch_mode<Mode::kAm32, BM, BN>(p, m, n, k, c, ldc, workspace, stream);
-    case Mode::kAm16: return launch_mode<Mode::kAm16, BM, BN>(p, m, n, k, c, ldc, workspace, stream);
-    case Mode::kMit32: return launch_mode<Mode::kMit32, BM, BN>(p, m, n, k, c, ldc, workspace, stream);
-    case Mode::kMit16: return launch_mode<Mode::kMit16, BM, BN>(p, m, n, k, c, ldc, workspace, stream);
-    case Mode::kTable: return launch_mode<Mode::kTable, BM, BN>(p, m, n, k, c, ldc, workspace, stream);
+    case Mode::kAcc32: return launch_mode<Mode::kAcc32, BM, BN>(p, m, n, k, c, workspace, stream);
+    case Mode::kAcc16: return launch_mode<Mode::kAcc16, BM, BN>(p, m, n, k, c, workspace, stream);
+    case Mode::kFp16: return launch_mode<Mode::kFp16, BM, BN>(p, m, n, k, c, workspace, stream);
+    case Mode::kAm32: return launch_mode<Mode::kAm32, BM, BN>(p, m, n, k, c, workspace, stream);
+    case Mode::kAm16: return launch_mode<Mode::kAm16, BM, BN>(p, m, n, k, c, workspace, stream);
+    case Mode::kMit32: return launch_mode<Mode::kMit32, BM, BN>(p, m, n, k, c, workspace, stream);
+    case Mode::kMit16: return launch_mode<Mode::kMit16, BM, BN>(p, m, n, k, c, workspace, stream);
+    case Mode::kTable: return launch_mode<Mode::kTable, BM, BN>(p, m, n, k, c, workspace, stream);
   }
   return {false, "unknown multiplier mode"};
 }
 
 constexpr int64_t kMaxElements = (int64_t{1} << 31) - 1;
 
-template <class LoadA, class LoadB>
+// C [m, n] = A (*) B with rows of C placed by `rows` (dense [m, n] by default). k == 0 writes zeros (dense C only).
+template <class LoadA, class LoadB, class Rows = DenseRows>
 LaunchStatus launch(const GpuMultiplier& mult, LoadA a, LoadB b, int64_t m, int64_t n, int64_t k, float* c,
-                    void* workspace, cudaStream_t stream) {
+                    void* workspace, cudaStream_t stream, Rows rows = Rows{-1}) {
   if (m == 0 || n == 0) return {};
   if (k == 0) {
     const cudaError_t status = cudaMemsetAsync(c, 0, static_cast<size_t>(m * n) * sizeof(float), stream);
@@ -361,12 +377,16 @@ LaunchStatus launch(const GpuMultiplier& mult, LoadA a, LoadB b, int64_t m, int6
   if (m * n > kMaxElements || m * k > kMaxElements || k * n > kMaxElements)
     return {false, "a GEMM operand or result has 2^31 elements or more (the CUDA kernels index with 32 bits)"};
   if (mult.mode == Mode::kTable && mult.table7 == nullptr) return {false, "the table multiplier needs its table"};
-  GemmParams<LoadA, LoadB> p{};
+  GemmParams<LoadA, LoadB, Rows> p{};
   p.a = a;
   p.b = b;
   p.table7 = mult.table7;
-  if (narrow(n)) return launch_tiles<128, 64>(mult.mode, p, m, n, k, c, static_cast<int>(n), workspace, stream);
-  return launch_tiles<128, 128>(mult.mode, p, m, n, k, c, static_cast<int>(n), workspace, stream);
+  if constexpr (std::is_same_v<Rows, DenseRows>) {
+    if (rows.ldc < 0) rows.ldc = static_cast<int>(n);
+  }
+  p.rows = rows;
+  if (narrow(n)) return launch_tiles<128, 64>(mult.mode, p, m, n, k, c, workspace, stream);
+  return launch_tiles<128, 128>(mult.mode, p, m, n, k, c, workspace, stream);
 }
 
 Geometry geometry32(const ConvGeometry& g) {

@@ -222,9 +222,10 @@ Tensor conv2d_cuda_kernel(const Tensor& x, const Tensor& w, const Tensor& table,
   check_float(x, "input", "conv2d");
   check_float(w, "weight", "conv2d");
   check_same_device(x, w, "conv2d");
-  const c10::cuda::CUDAGuard guard(x.device());
   const ConvGeometry g = geometry("conv2d", x.sizes(), w.sizes(), stride, padding, dilation);
   const gpu::GpuMultiplier mult = gpu_multiplier(std::string(multiplier), table, x);
+  // Checks first, then the device guard: every TORCH_CHECK above runs before any CUDA state changes.
+  const c10::cuda::CUDAGuard guard(x.device());
   const Tensor xh = nhwc(x), wh = hwio(w);
   Tensor y = torch::empty({g.batch, g.out_h, g.out_w, g.out_c}, x.options());
   Tensor ws = workspace(gpu::conv2d_workspace_bytes(g), x);
@@ -240,10 +241,11 @@ Tensor conv2d_backward_input_cuda_kernel(at::IntArrayRef input_size, const Tenso
   check_float(w, "weight", "conv2d_backward_input");
   check_float(dy, "grad_output", "conv2d_backward_input");
   check_same_device(w, dy, "conv2d_backward_input");
-  const c10::cuda::CUDAGuard guard(dy.device());
   const ConvGeometry g = geometry("conv2d_backward_input", input_size, w.sizes(), stride, padding, dilation);
   check_out_grad("conv2d_backward_input", g, dy);
   const gpu::GpuMultiplier mult = gpu_multiplier(std::string(multiplier), table, dy);
+  // Checks first, then the device guard: every TORCH_CHECK above runs before any CUDA state changes.
+  const c10::cuda::CUDAGuard guard(dy.device());
   const Tensor wh = hwio(w), dyh = nhwc(dy);
   Tensor dx = torch::empty({g.batch, g.in_h, g.in_w, g.in_c}, dy.options());
   Tensor ws = workspace(gpu::conv2d_backprop_input_workspace_bytes(g), dy);
@@ -259,10 +261,11 @@ Tensor conv2d_backward_filter_cuda_kernel(const Tensor& x, at::IntArrayRef weigh
   check_float(x, "input", "conv2d_backward_filter");
   check_float(dy, "grad_output", "conv2d_backward_filter");
   check_same_device(x, dy, "conv2d_backward_filter");
-  const c10::cuda::CUDAGuard guard(x.device());
   const ConvGeometry g = geometry("conv2d_backward_filter", x.sizes(), weight_size, stride, padding, dilation);
   check_out_grad("conv2d_backward_filter", g, dy);
   const gpu::GpuMultiplier mult = gpu_multiplier(std::string(multiplier), table, x);
+  // Checks first, then the device guard: every TORCH_CHECK above runs before any CUDA state changes.
+  const c10::cuda::CUDAGuard guard(x.device());
   const Tensor xh = nhwc(x), dyh = nhwc(dy);
   Tensor dw = torch::empty({g.filter_h, g.filter_w, g.in_c, g.out_c}, x.options());
   Tensor ws = workspace(gpu::conv2d_backprop_filter_workspace_bytes(g), x);
@@ -276,8 +279,9 @@ Tensor matmul_cuda_kernel(const Tensor& a, const Tensor& b, const Tensor& table,
                           bool) {
   check_matmul(a, b);
   check_same_device(a, b, "matmul");
-  const c10::cuda::CUDAGuard guard(a.device());
   const gpu::GpuMultiplier mult = gpu_multiplier(std::string(multiplier), table, a);
+  // Checks first, then the device guard: every TORCH_CHECK above runs before any CUDA state changes.
+  const c10::cuda::CUDAGuard guard(a.device());
   const auto [ad, ta] = matrix(a);
   const auto [bd, tb] = matrix(b);
   const int64_t m = a.size(0), n = b.size(1), k = a.size(1);
