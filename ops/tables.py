@@ -1,8 +1,8 @@
 """Mantissa-product tables in the ApproxTrain format: read, validate, generate, write, and expand to m = 7.
 
 A table for m-bit fields holds 4**m bytes; the byte at index (Fa << m) | Fb is c << 7 | M, with c the carry (the
-product of 1.Fa x 1.Fb reached 2) and M the m-bit result mantissa. shared/approxtrain-luts/README.md has the
-format, shared/MULTIPLIERS.md the multipliers.
+product of 1.Fa x 1.Fb reached 2) and M the m-bit result mantissa. docs/multipliers-spec.md defines the format
+(section "Tables") and the multipliers.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ CARRY_BIT = 0x80
 MANTISSA_MASK = 0x7F
 
 # make_table's families: the bf16 (acc16) definition generalises to any m as "exact product of m-bit-mantissa
-# operands, truncated to m bits" (at m = 7 it is MULTIPLIERS.md's formula), so every family takes m = 1..7.
+# operands, truncated to m bits" (at m = 7 it is the spec's acc16 formula), so every family takes m = 1..7.
 TABLE_FAMILIES = ("mbm", "mitchell", "bf16")
 
 
