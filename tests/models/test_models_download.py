@@ -23,7 +23,7 @@ def _quiet(*_):
     pass
 
 
-def test_published_md5s_of_the_shared_mnist_files(mnist_dir):
+def test_mnist_files_have_the_published_md5s(mnist_dir):
     for name, md5 in MNIST_MD5.items():
         verify_md5(mnist_dir / name, md5)
 
