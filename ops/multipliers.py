@@ -14,7 +14,9 @@ from pathlib import Path
 import numpy as np
 
 # The pattern a table mode is written in; anything after the prefix is a path to an ApproxTrain-format table.
-LUT_PREFIX = "lut:"
+# In configs the table is its own option, mult=lut mult.table=FILE (conf/mult/lut.yaml): LUT_NAME.
+LUT_NAME = "lut"
+LUT_PREFIX = LUT_NAME + ":"
 LUT_PATTERN = LUT_PREFIX + "<file>"
 
 # Families: how the mantissa product is formed (the "Mantissa products" section of docs/multipliers-spec.md).
