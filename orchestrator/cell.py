@@ -82,7 +82,7 @@ def run_cell(cfg: Any, supervise: bool = True) -> CellResult:
     result = CellResult(identity=identity, name=name, cell_dir=str(cell_dir), status="failed")
     uri = paths.tracking_uri(c.get("tracking_uri"))
     tracker = Tracker(uri, c["experiment"], identity, cell_dir, run_name=name)
-    patience = float(c.get("tracking_patience_s", 30))
+    patience = float(c["tracking_patience_s"])  # default: conf/config.yaml
 
     lock = FileLock(str(cell_dir / cellfiles.LOCK))
     try:
