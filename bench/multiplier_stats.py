@@ -53,7 +53,7 @@ def render() -> str:
         f"(`ops/reference.py`); do not edit by hand. Error of one product on {OPERANDS:,} pairs of standard "
         f"normal fp32 operands (seed {SEED}):",
         "relative error = (approximate - exact) / exact; mean |rel. error|, bias = mean rel. error, max |rel. error|.",
-        "Definitions: MULTIPLIERS.md.",
+        "Definitions (normative, with worked examples): `docs/multipliers-spec.md`.",
         "",
         "| mode | family | m | description | mean rel. error | bias | max rel. error |",
         "|---|---|---|---|---|---|---|",

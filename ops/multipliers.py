@@ -1,7 +1,7 @@
 """The multiplier modes: the one registry that configs, ops, docs, benchmarks and tests all read.
 
 A mode is named in configs (`mult=am16`) and in the Python API (`multiplier="am16"`); `parse` turns that name into a
-`Multiplier`, and `names()` lists the valid ones. The exact definition of every mode is shared/MULTIPLIERS.md;
+`Multiplier`, and `names()` lists the valid ones. The exact definition of every mode is docs/multipliers-spec.md;
 ops/reference.py implements it in numpy, the compiled kernels in ops/cc/.
 """
 
@@ -14,10 +14,12 @@ from pathlib import Path
 import numpy as np
 
 # The pattern a table mode is written in; anything after the prefix is a path to an ApproxTrain-format table.
-LUT_PREFIX = "lut:"
+# In configs the table is its own option, mult=lut mult.table=FILE (conf/mult/lut.yaml): LUT_NAME.
+LUT_NAME = "lut"
+LUT_PREFIX = LUT_NAME + ":"
 LUT_PATTERN = LUT_PREFIX + "<file>"
 
-# Families: how the mantissa product is formed (the "mantissa products" section of MULTIPLIERS.md).
+# Families: how the mantissa product is formed (the "Mantissa products" section of docs/multipliers-spec.md).
 FAMILIES = ("native", "ieee32", "ieee16", "bf16", "mbm", "mitchell", "table")
 
 
@@ -28,7 +30,7 @@ class Multiplier:
     name: str  # as written in configs: "am16", "lut:/path/MBM_7.bin"
     family: str  # one of FAMILIES
     mantissa_bits: int | None  # m of the definition: 23, 10 (fp16), 7, or a table's m; None for native
-    description: str  # one line, from MULTIPLIERS.md's table
+    description: str  # one line, from the spec's table of modes
     # (2**m, 2**m) uint8 table of c << 7 | M for lut modes (read-only, shared between parses), else None.
     # Left out of ==/hash: two parses of one unchanged file are the same mode.
     table: np.ndarray | None = field(default=None, compare=False, repr=False)
@@ -59,7 +61,8 @@ MODES: tuple[Multiplier, ...] = (
                "Mitchell on bfloat16 operands"),
 )
 _BY_NAME = {mode.name: mode for mode in MODES}
-LUT_DESCRIPTION = "any multiplier given as a table in the ApproxTrain format (approxtrain-luts/README.md)"
+LUT_DESCRIPTION = ("any multiplier given as a table in the ApproxTrain format "
+                   "(docs/multipliers-spec.md, section Tables)")
 
 # Parsed lut modes keyed by (resolved path, mtime_ns, size): a config naming one table for every layer reads it once,
 # and an edited file (new mtime or size) is read again.

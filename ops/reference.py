@@ -1,4 +1,4 @@
-"""Numpy references of every multiplier mode, bit-exact to shared/MULTIPLIERS.md, and of the layers built on them.
+"""Numpy references of every multiplier mode, bit-exact to docs/multipliers-spec.md, and of the layers built on them.
 
 `product` is the definition the compiled kernels are tested against, bit for bit; it works on the uint32 bit
 patterns of the operands so that numpy's float behaviour (and any flush-to-zero setting of the process) cannot
@@ -18,7 +18,7 @@ FIELD_MASK = np.uint32(0x7FFFFF)  # the 23-bit mantissa field
 INF_BITS = np.uint32(0x7F800000)
 FIELD_BITS = 23
 EXPONENT_BIAS = 127
-# MBM correction K = 2**-4 + 2**-6 in units of 2**-23 (MULTIPLIERS.md); halved when the mantissa sum carries.
+# MBM correction K = 2**-4 + 2**-6 in units of 2**-23 (docs/multipliers-spec.md); halved when the mantissa sum carries.
 MBM_CORRECTION = 655360
 MANTISSA_FAMILIES = ("mbm", "mitchell", "bf16")
 # Elements of one [rows, K, cols] block of products in matmul: ~10 uint64 temporaries of this size (~80 MB) in

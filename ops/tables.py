@@ -1,17 +1,18 @@
 """Mantissa-product tables in the ApproxTrain format: read, validate, generate, write, and expand to m = 7.
 
 A table for m-bit fields holds 4**m bytes; the byte at index (Fa << m) | Fb is c << 7 | M, with c the carry (the
-product of 1.Fa x 1.Fb reached 2) and M the m-bit result mantissa. shared/approxtrain-luts/README.md has the
-format, shared/MULTIPLIERS.md the multipliers.
+product of 1.Fa x 1.Fb reached 2) and M the m-bit result mantissa. docs/multipliers-spec.md defines the format
+(section "Tables") and the multipliers.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from .atomic import write_bytes
 
 MIN_BITS, MAX_BITS = 1, 7  # M and the carry share one byte: M has at most 7 bits
 ALLOWED_SIZES = tuple(4**m for m in range(MIN_BITS, MAX_BITS + 1))  # 4, 16, 64, 256, 1024, 4096, 16384 bytes
@@ -19,7 +20,7 @@ CARRY_BIT = 0x80
 MANTISSA_MASK = 0x7F
 
 # make_table's families: the bf16 (acc16) definition generalises to any m as "exact product of m-bit-mantissa
-# operands, truncated to m bits" (at m = 7 it is MULTIPLIERS.md's formula), so every family takes m = 1..7.
+# operands, truncated to m bits" (at m = 7 it is the spec's acc16 formula), so every family takes m = 1..7.
 TABLE_FAMILIES = ("mbm", "mitchell", "bf16")
 
 
@@ -70,8 +71,8 @@ def make_table(multiplier_name: str, m: int = 7) -> np.ndarray:
 def write_table(table_or_name: np.ndarray | str, path: str | os.PathLike) -> Path:
     """Write a table (an array, or a mode name for make_table at m = 7) to `path` atomically; returns the path.
 
-    Atomic (temporary file in the same folder, fsync, rename) so that a job reading the table while another writes
-    it sees the old bytes or the new ones, never half a file.
+    Atomic (ops/atomic.py) so that a job reading the table while another writes it sees the old bytes or the new
+    ones, never half a file.
     """
     if isinstance(table_or_name, str):
         table = make_table(table_or_name)
@@ -84,18 +85,7 @@ def write_table(table_or_name: np.ndarray | str, path: str | os.PathLike) -> Pat
             table = table.astype(np.uint8)
         _check_entries(table, m, where="table to write")
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as tmp:
-            tmp.write(np.ascontiguousarray(table).tobytes())
-            tmp.flush()
-            os.fsync(tmp.fileno())
-        os.chmod(tmp_name, 0o644)  # mkstemp creates 0600; a table is data for every job of the project
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    write_bytes(path, np.ascontiguousarray(table).tobytes())
     return path
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from . import cellfiles, paths
 from .config import validate
-from .identity import cell_identity, cell_name, defining_config
+from .identity import cell_folder, cell_identity, defining_config
 from .tracking import Tracker, base_tags, flatten
 from .worker import ANSWERS
 
@@ -62,8 +62,7 @@ def checkpoint_requested() -> bool:
 
 def cell_dir_of(cfg: Any) -> Path:
     """The folder of the cell `cfg` describes (validated plain config or DictConfig)."""
-    c = validate(cfg)
-    return paths.checkpoint_root(c.get("checkpoint_root")) / cell_name(c)
+    return cell_folder(validate(cfg))
 
 
 def run_cell(cfg: Any, supervise: bool = True) -> CellResult:
@@ -77,13 +76,13 @@ def run_cell(cfg: Any, supervise: bool = True) -> CellResult:
     c = validate(cfg)
     c.pop("hydra", None)
     identity = cell_identity(c)
-    name = cell_name(c, identity)
-    cell_dir = paths.checkpoint_root(c.get("checkpoint_root")) / name
+    cell_dir = cell_folder(c, identity)
+    name = cell_dir.name
     cell_dir.mkdir(parents=True, exist_ok=True)
     result = CellResult(identity=identity, name=name, cell_dir=str(cell_dir), status="failed")
     uri = paths.tracking_uri(c.get("tracking_uri"))
     tracker = Tracker(uri, c["experiment"], identity, cell_dir, run_name=name)
-    patience = float(c.get("tracking_patience_s", 30))
+    patience = float(c["tracking_patience_s"])  # default: conf/config.yaml
 
     lock = FileLock(str(cell_dir / cellfiles.LOCK))
     try:

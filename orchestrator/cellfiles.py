@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .checkpoints import atomic_write
+from ops.atomic import write_bytes
+
 
 CELL = "cell.json"
 RUN_CONFIG = "run-config.json"
@@ -30,7 +31,7 @@ RUN_CACHE = "mlflow-run.json"         # tracking URI -> MLflow run id of this ce
 
 
 def write_json(path: Path, data: Any) -> None:
-    atomic_write(Path(path), json.dumps(data, indent=1, sort_keys=True).encode())
+    write_bytes(Path(path), json.dumps(data, indent=1, sort_keys=True).encode())
 
 
 def read_json(path: Path) -> Any | None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping
 
+from ops.multipliers import LUT_NAME
+
 
 class ConfigError(ValueError):
     """An invalid cell config; the message names every bad key and what would be valid. Raised before anything is
@@ -65,7 +67,7 @@ def to_dict(cfg: Any) -> dict:
 def mult_spec(cfg: Mapping[str, Any]) -> str:
     """The multiplier as ops and models take it: a mode name, or "lut:<absolute path>" for a table."""
     mult = cfg["mult"]
-    if mult["name"] == "lut":
+    if mult["name"] == LUT_NAME:
         return "lut:" + os.path.abspath(os.path.expanduser(str(mult["table"])))
     return str(mult["name"])
 
@@ -97,7 +99,7 @@ def validate(cfg: Any) -> dict:
     _check_augment(c.get("dataset") or {}, errors)
     mult = need("mult.name")
     if mult is not None:
-        if mult == "lut":
+        if mult == LUT_NAME:
             table = c["mult"].get("table")
             if table in (None, "???", ""):
                 errors.append("mult=lut needs a table file: mult=lut mult.table=/path/to/table.bin")

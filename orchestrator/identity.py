@@ -11,6 +11,9 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
+from ops.multipliers import LUT_NAME
+
+from . import paths
 from .config import to_dict
 
 DEFINING_KEYS = ("model", "mult", "dataset", "seed", "train")
@@ -31,7 +34,7 @@ def defining_config(cfg: Any) -> dict:
     out = {key: c[key] for key in DEFINING_KEYS}
     mult = dict(out["mult"])
     table = mult.pop("table", None)
-    if mult.get("name") == "lut":
+    if mult.get("name") == LUT_NAME:
         mult["table_sha256"] = _file_sha256(table)
     out["mult"] = mult
     return out
@@ -57,3 +60,9 @@ def cell_name(cfg: Mapping[str, Any], identity: str | None = None) -> str:
     c = to_dict(cfg)
     identity = identity or cell_identity(c)
     return f"{c['model']['name']}_{c['mult']['name']}_{c['dataset']['name']}_s{c['seed']}_{identity[:12]}"
+
+
+def cell_folder(cfg: Mapping[str, Any], identity: str | None = None) -> Path:
+    """The cell's folder: checkpoint_root/cell_name. The one place that says where a cell's files live."""
+    c = to_dict(cfg)
+    return paths.checkpoint_root(c.get("checkpoint_root")) / cell_name(c, identity)

@@ -21,6 +21,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from ops.multipliers import LUT_NAME
+
 from . import paths
 from .identity import DEFINING_KEYS, SEED_KEY, without_seed
 from .tracking import FINAL_KEY, TAG_CELL, TAG_DEFINING, flatten
@@ -58,7 +60,7 @@ def _setting_of_run(tags: Mapping[str, str], params: Mapping[str, str]) -> dict[
             pass
     # A run logged before the tag existed: the same keys from its params, a table by its path (not its contents).
     setting = {k: v for k, v in params.items() if k.split(".")[0] in DEFINING_KEYS and k != SEED_KEY}
-    if setting.get("mult.name") != "lut":
+    if setting.get("mult.name") != LUT_NAME:
         setting.pop("mult.table", None)
     return setting
 

@@ -18,9 +18,11 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
+from ops.atomic import write_bytes
+from ops.multipliers import LUT_NAME, LUT_PREFIX
+
 from . import paths
 from .cellfiles import QUEUE, RUN_CACHE, job_id
-from .checkpoints import atomic_write
 from .identity import canonical_json, defining_config
 
 log = logging.getLogger(__name__)
@@ -46,7 +48,7 @@ def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
 def mult_label(cfg: Mapping[str, Any]) -> str:
     """The multiplier as the results table names it: the mode, or lut:<table file name>."""
     mult = cfg["mult"]
-    return f"lut:{os.path.basename(str(mult['table']))}" if mult["name"] == "lut" else str(mult["name"])
+    return LUT_PREFIX + os.path.basename(str(mult["table"])) if mult["name"] == LUT_NAME else str(mult["name"])
 
 
 def base_tags(identity: str, cfg: Mapping[str, Any]) -> dict[str, str]:
@@ -132,7 +134,7 @@ class Tracker:
         """Drop the first `sent` records; return what is left (records appended meanwhile included)."""
         with self._io:
             remaining = self.pending()[sent:]
-            atomic_write(self.queue_path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in remaining).encode())
+            write_bytes(self.queue_path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in remaining).encode())
         return remaining
 
     # -- what the trainer and the cell call ---------------------------------------------------------------------
@@ -267,7 +269,7 @@ class Tracker:
         cache = self._read_cache()
         if cache.get(self.uri) != self._run_id:
             cache[self.uri] = self._run_id
-            atomic_write(self.cell_dir / RUN_CACHE, json.dumps(cache, indent=1).encode())
+            write_bytes(self.cell_dir / RUN_CACHE, json.dumps(cache, indent=1).encode())
         return self._run_id
 
     def _send(self, records: list[dict]) -> int:

@@ -7,47 +7,29 @@ in the same atomic way, and the unpacked files' MD5s are checked too. At the end
 download that succeeds is a dataset that loads.
 """
 
-import os
 import tarfile
-import tempfile
 import urllib.request
 from pathlib import Path
 
 from models.datasets.checksums import md5_of, verify_md5
 from models.datasets.errors import ChecksumError, DownloadError
 from models.datasets.registry import get_spec
+from ops.atomic import replacing
 
 _TIMEOUT_S = 60
 _CHUNK = 1 << 20
 
 
-def _fsync_dir(folder):
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_atomically(dest, chunks, expected_md5=None):
     """Write the byte chunks to `dest` through a temporary file, checking the MD5 before the rename."""
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
+    with replacing(dest) as tmp:
+        with open(tmp, "xb") as handle:
             for chunk in chunks:
                 handle.write(chunk)
-            handle.flush()
-            os.fsync(handle.fileno())
         actual = md5_of(tmp) if expected_md5 is not None else None
         if actual != expected_md5:
             raise ChecksumError(dest, expected_md5, actual, "nothing was written")
-        os.replace(tmp, dest)
-        _fsync_dir(dest.parent)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _url_chunks(url):

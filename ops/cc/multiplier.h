@@ -1,4 +1,4 @@
-// The multiplier modes of MULTIPLIERS.md as scalar functions, bit for bit; host and device code share this file.
+// The multiplier modes of docs/multipliers-spec.md as scalar functions, bit for bit; host and device code share it.
 //
 // Every kernel (the CPU GEMM in gemm_cpu.cc, the CUDA core in gemm_cuda.cu) must produce exactly what `product<M>(a, b)` returns for
 // every pair of operands; the vectorised CPU fast paths are checked against these functions by the tests.

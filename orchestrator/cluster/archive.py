@@ -18,6 +18,8 @@ import threading
 import typing as tp
 from pathlib import Path
 
+from ops.atomic import replacing
+
 from .. import cellfiles, paths
 
 # Never copied: the lock belongs to the process running the cell; temporaries are half-written by definition.
@@ -29,8 +31,8 @@ def _skip(name: str) -> bool:
 
 
 def sync_tree(src: Path, dst: Path, restore: bool = False) -> int:
-    """Copy new or changed files of src into dst (each atomically: copy to a temporary, then rename); files that
-    vanished from src (old checkpoints pruned) are removed from dst. Returns the number of files copied.
+    """Copy new or changed files of src into dst (each atomically, ops/atomic.py); files that vanished from src (old
+    checkpoints pruned) are removed from dst. Returns the number of files copied.
 
     restore=True (archive -> scratch): only files dst lacks are copied and nothing is removed, so that whatever the
     cell wrote since (events, records not yet sent to MLflow) is kept."""
@@ -50,13 +52,11 @@ def sync_tree(src: Path, dst: Path, restore: bool = False) -> int:
                 continue  # pruned while we walked
             if d.exists() and (restore or d.stat().st_size == st.st_size and int(d.stat().st_mtime) == int(st.st_mtime)):
                 continue
-            d.parent.mkdir(parents=True, exist_ok=True)
-            tmp = d.with_name(f".{d.name}.tmp{os.getpid()}")
             try:
-                shutil.copy2(s, tmp)
+                with replacing(d) as tmp:
+                    shutil.copy2(s, tmp)
             except FileNotFoundError:
-                continue
-            os.replace(tmp, d)
+                continue  # pruned since the walk saw it
             copied += 1
     if restore:
         return copied
@@ -74,16 +74,15 @@ def archive_tracking(uri: str, archive_dir: Path) -> tp.Optional[Path]:
     if db is None or not db.exists():
         return None
     target = Path(archive_dir) / "mlflow.db"
-    tmp = target.with_name(f".mlflow.db.tmp{os.getpid()}")
-    src = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=60)
-    try:
-        dst = sqlite3.connect(tmp)
-        with dst:
-            src.backup(dst)
-        dst.close()
-    finally:
-        src.close()
-    os.replace(tmp, target)
+    with replacing(target) as tmp:
+        src = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=60)
+        try:
+            dst = sqlite3.connect(tmp)
+            with dst:
+                src.backup(dst)
+            dst.close()
+        finally:
+            src.close()
     return target
 
 

@@ -20,8 +20,9 @@ import time
 import typing as tp
 from pathlib import Path
 
+from ops.atomic import replacing, write_bytes
+
 from .. import paths
-from ..checkpoints import atomic_write
 
 
 def default_state_dir() -> Path:
@@ -76,7 +77,7 @@ class Grid:
         return out
 
     def save_cell(self, record: dict) -> None:
-        atomic_write(self._cell_path(record["name"]), json.dumps(record, indent=1, sort_keys=True).encode())
+        write_bytes(self._cell_path(record["name"]), json.dumps(record, indent=1, sort_keys=True).encode())
 
     def update_cell(self, name: str, change: tp.Callable[[dict], None]) -> tp.Optional[dict]:
         """Read, change and write one record under the lock."""
@@ -98,9 +99,7 @@ class Grid:
 
     def save_call(self, name: str, delayed: tp.Any) -> None:
         """Keep the submitit call that runs the cell (a DelayedSubmission), for resubmission by the resume cron."""
-        from submitit.core.utils import temporary_save_path  # pylint: disable=import-outside-toplevel
-
-        with temporary_save_path(self._cell_path(name, ".pkl")) as tmp:
+        with replacing(self._cell_path(name, ".pkl")) as tmp:
             delayed.dump(tmp)
 
     def load_call(self, name: str) -> tp.Any:
@@ -110,7 +109,7 @@ class Grid:
 
     def save_sweep(self, command: tp.List[str], names: tp.List[str]) -> Path:
         path = self.root / "sweeps" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.json"
-        atomic_write(path, json.dumps({"command": command, "cwd": os.getcwd(), "time": time.time(),
+        write_bytes(path, json.dumps({"command": command, "cwd": os.getcwd(), "time": time.time(),
                                        "cells": names}, indent=1).encode())
         return path
 

@@ -40,7 +40,8 @@ def _continue_pbs(overrides: tp.List[str], count: int) -> str:
 def main(argv: tp.Optional[tp.List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("overrides", nargs="*", help="Hydra overrides of the cell, e.g. model=lenet5 mult=am16")
-    parser.add_argument("--max-requeues", type=int, default=10, help="walltime continuations allowed (default 10)")
+    parser.add_argument("--max-requeues", type=int, required=True,
+                        help="walltime continuations allowed (the launcher uses cluster.max_requeues)")
     args = parser.parse_args(argv)
 
     from hydra import compose, initialize_config_dir  # pylint: disable=import-outside-toplevel

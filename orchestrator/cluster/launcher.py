@@ -26,7 +26,7 @@ from omegaconf import OmegaConf, open_dict
 from .. import paths
 from . import queue
 from .grid import Grid, latest_job, state_dir_of
-from .resources import check_scheduler
+from .resources import check_scheduler, setting
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class ClusterLauncher(BaseSubmititLauncher):
     # ---- in the launching process -----------------------------------------------------------------------------
     def launch(self, job_overrides: tp.Sequence[tp.Sequence[str]], initial_job_idx: int) -> tp.Sequence[JobReturn]:
         from ..config import validate  # pylint: disable=import-outside-toplevel
-        from ..identity import cell_identity, cell_name  # pylint: disable=import-outside-toplevel
+        from ..identity import cell_folder, cell_identity  # pylint: disable=import-outside-toplevel
         from ..tracking import mult_label  # pylint: disable=import-outside-toplevel
         from .status import done_info  # pylint: disable=import-outside-toplevel
 
@@ -75,7 +75,7 @@ class ClusterLauncher(BaseSubmititLauncher):
         state_dir = state_dir_of(cluster)
         grid = Grid(state_dir)
         folder = Path(str(self.params["submitit_folder"])).expanduser().absolute()
-        spec = {"scheduler": scheduler, "folder": str(folder), "max_num_timeout": int(cluster["max_requeues"]),
+        spec = {"scheduler": scheduler, "folder": str(folder), "max_num_timeout": int(setting(cluster, "max_requeues")),
                 "python": cluster.get("python"), "parameters": executor_parameters(scheduler, cluster)}
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -87,17 +87,17 @@ class ClusterLauncher(BaseSubmititLauncher):
                 sweep_config.pop("hydra", None)
             c = validate(sweep_config)
             identity = cell_identity(c)
-            name = cell_name(c, identity)
+            folder = cell_folder(c, identity)
             cells.append({
-                "idx": initial_job_idx + idx, "overrides": list(overrides), "name": name, "identity": identity,
-                "cell_dir": str(paths.checkpoint_root(c.get("checkpoint_root")) / name),
+                "idx": initial_job_idx + idx, "overrides": list(overrides), "name": folder.name, "identity": identity,
+                "cell_dir": str(folder),
                 "tracking_uri": paths.tracking_uri(c.get("tracking_uri")), "experiment": c["experiment"],
                 "model": c["model"]["name"], "mult": mult_label(c), "dataset": c["dataset"]["name"],
                 "seed": c["seed"], "epochs": c["train"]["epochs"],
                 "archive_dir": str(Path(cluster["archive_dir"]).expanduser().resolve())
                 if cluster.get("archive_dir") else None,
-                "archive_every_min": cluster.get("archive_every_min") or 60,
-                "max_attempts": int(cluster["max_attempts"]), "state_dir": str(state_dir)})
+                "archive_every_min": setting(cluster, "archive_every_min"),
+                "max_attempts": int(setting(cluster, "max_attempts")), "state_dir": str(state_dir)})
 
         # The resume cron's lock: a cron run and a launch never submit the same cell at the same time.
         with grid.locked("resume.lock"):

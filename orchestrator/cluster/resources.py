@@ -70,11 +70,20 @@ RESOURCE_NAMES: Mapping[str, Mapping[str, tuple[str, Callable[[Any], Any]]]] = {
 assert tuple(RESOURCE_NAMES) == GENERIC_RESOURCES and all(set(v) == set(SCHEDULERS) for v in RESOURCE_NAMES.values())
 
 
+def setting(cluster: Mapping[str, Any], key: str) -> Any:
+    """cluster[key], whose default lives in conf/cluster/_scheduler.yaml and nowhere in the code: a cluster config
+    that lacks it (one not built on _scheduler) is an error that says where the default is."""
+    if key not in cluster:
+        raise ValueError(f"cluster.{key} is not set: every scheduler preset gets it from conf/cluster/_scheduler.yaml "
+                         f"(defaults: [_scheduler]); add that default to your cluster config or set cluster.{key}")
+    return cluster[key]
+
+
 def warn_before_s(cluster: Mapping[str, Any]) -> int:
     """Seconds before the walltime at which a job checkpoints (cluster.warn_before_s, or a tenth of the walltime
     between 10 s and 10 min: long enough to write a checkpoint, short enough to waste little of the allocation)."""
-    total = walltime_seconds(cluster["walltime"])
-    value = cluster.get("warn_before_s")
+    total = walltime_seconds(setting(cluster, "walltime"))
+    value = setting(cluster, "warn_before_s")
     if value is None:
         value = min(600, max(10, total // 10))
     value = int(value)

@@ -61,7 +61,7 @@ def resume(grid: Grid, dry_run: bool = False, out: tp.TextIO = sys.stdout) -> tp
                         actions.append((name, f"marked its MLflow run FAILED (job {job} died)"))
                 except Exception as e:  # noqa: BLE001 - the store may be down; resubmitting matters more
                     print(f"[amdnn] {name}: could not mark its MLflow run FAILED: {e}", file=sys.stderr)
-            attempts, limit = record.get("attempts", 0), record.get("max_attempts", 3)
+            attempts, limit = record.get("attempts", 0), record["max_attempts"]  # the launch wrote cluster.max_attempts
             if attempts >= limit:
                 actions.append((name, f"gave up: {attempts} of cluster.max_attempts={limit} attempts used "
                                       f"(last job {job}, {states.get(job or '', 'gone')})"))

@@ -2,7 +2,7 @@
 and the job script they produce (submitit's own writer, after our validation), which jobs/slurm.sbatch mirrors.
 
 Differences from hydra-submitit-launcher's defaults, and why:
-- requeue on walltime and preemption is on (max_requeues, default 10) instead of off;
+- requeue on walltime and preemption is on (at most cluster.max_requeues times) instead of off;
 - the warning comes `warn_before_s` before the limit, derived from the walltime (a tenth, between 10 s and 10 min)
   rather than a fixed 120 s, which for a short walltime fires at once and exhausts the requeues;
 - the warning signal is USR1: Slurm signals every process of the job step, and the cell's training process treats
@@ -18,7 +18,7 @@ from pathlib import Path
 from submitit.slurm.slurm import _make_sbatch_string
 
 from . import scripts
-from .resources import scheduler_resources, warn_before_s
+from .resources import scheduler_resources, setting, warn_before_s
 
 WARNING_SIGNAL = "USR1"
 
@@ -34,7 +34,7 @@ def slurm_parameters(cluster: tp.Mapping[str, tp.Any], job_name: str) -> tp.Dict
     params["signal_delay_s"] = delay
     params["setup"] = scripts.environment_lines(cluster.get("modules") or (), cluster.get("env") or {},
                                                 cluster.get("setup") or ())
-    params["array_parallelism"] = int(cluster.get("array_parallelism") or 256)
+    params["array_parallelism"] = int(setting(cluster, "array_parallelism"))
     # Overrides submitit's --signal=USR2@delay (see the module docstring); --requeue lets the job requeue itself.
     params["additional_parameters"] = {"signal": f"{WARNING_SIGNAL}@{delay}", "requeue": True}
     return params

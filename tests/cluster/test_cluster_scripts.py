@@ -82,6 +82,21 @@ def test_hand_gadi_script_has_the_launchers_directives(monkeypatch):
         assert re.search(rf"{var}=(\d+)", hand).group(1) == re.search(rf"{var}=(\d+)", text).group(1)
 
 
+@pytest.mark.parametrize("name, script", [("slurm", "jobs/slurm.sbatch"), ("gadi", "jobs/gadi.pbs")])
+def test_hand_scripts_continue_as_often_as_the_config_says(name, script):
+    # job.py has no default for --max-requeues: the hand scripts pass conf's cluster.max_requeues.
+    hand = (REPO / script).read_text()
+    assert int(re.search(r"--max-requeues (\d+)", hand).group(1)) == cluster_config(name)["max_requeues"]
+
+
+@pytest.mark.parametrize("key", ["array_parallelism", "warn_before_s"])
+def test_a_default_missing_from_the_config_is_named_not_invented(key):
+    # Defaults live in conf/cluster/_scheduler.yaml only; the code has none to fall back on.
+    cluster = {k: v for k, v in cluster_config("slurm").items() if k != key}
+    with pytest.raises(ValueError, match=rf"cluster\.{key} is not set: .*conf/cluster/_scheduler\.yaml"):
+        launcher_module.executor_parameters("slurm", cluster)
+
+
 def test_slurm_warning_is_well_below_a_short_walltime():
     cluster = cluster_config("slurm", "cluster.walltime=00:01:00")
     params = launcher_module.executor_parameters("slurm", cluster)

@@ -1,4 +1,4 @@
-"""MNIST and Fashion-MNIST loading from IDX files: the real shared MNIST files, then damaged copies of them."""
+"""MNIST and Fashion-MNIST loading from IDX files: the real MNIST files, then damaged copies of them."""
 
 import dataclasses
 import os

@@ -1,39 +1,32 @@
-"""Shared test inputs for the multiplier ops: where shared/ lives, and operands reaching every rule of the definitions.
+"""Shared test inputs for the multiplier ops: the published tables, and operands reaching every rule of the definitions.
 
 Plain functions, each also a fixture of the same name (the fixture of a function-valued helper returns the function,
 so tests in this folder use them without importing conftest):
 
-- `shared_dir()`: shared/ beside the repository (or $AMDNN_SHARED), holding MULTIPLIERS.md and approxtrain-luts/;
-  `lut_dir()` the latter. The fixtures fail (not skip) when it is missing.
-- `special_operands()`: ~480 float32 values whose pairs reach every rule of MULTIPLIERS.md: signed zeros,
+- `lut_dir()`: tests/data/approxtrain-luts, ApproxTrain's published MBM_7.bin, MIT_7.bin, ACC_7.bin (provenance and
+  checksums in tests/data/README.md). The definitions are docs/multipliers-spec.md (read by spec_tables.py).
+- `special_operands()`: ~480 float32 values whose pairs reach every rule of the definitions: signed zeros,
   subnormals, inf, NaN, and carry-boundary mantissas (Fa + Fb = ONE - 1, ONE, ONE + 1 for m = 23 and m = 7) at
   exponents that put a product just inside and just outside the range (e <= 0, e >= 255). A kernel test feeds them
   as [N, 1] x [1, N]: every pair, one product each, no accumulation.
 - `random_operands(n, seed)`: float32 with random sign, every biased exponent 0..255 equally likely, random mantissa,
   and about 1 % special values: for bit-for-bit sweeps.
-- `normal_operands(n, seed)`: float32 standard normal: the "random normal operands" of MULTIPLIERS.md's error column.
+- `normal_operands(n, seed)`: float32 standard normal: the "random normal operands" of the spec's error columns.
 - `same_bits(x, y)`: elementwise bit equality of float32 arrays, with any NaN equal to any NaN and +0 equal to -0
   (rule 4 and the unspecified NaN payload).
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 
-def shared_dir() -> Path:
-    """The project's shared/ folder: $AMDNN_SHARED if set, else the sibling of the repository root."""
-    env = os.environ.get("AMDNN_SHARED")
-    return Path(env) if env else Path(__file__).resolve().parents[2].parent / "shared"
-
-
 def lut_dir() -> Path:
-    """shared/approxtrain-luts: MBM_7.bin, MIT_7.bin, ACC_7.bin."""
-    return shared_dir() / "approxtrain-luts"
+    """tests/data/approxtrain-luts: MBM_7.bin, MIT_7.bin, ACC_7.bin."""
+    return Path(__file__).resolve().parents[1] / "data" / "approxtrain-luts"
 
 
 def _from_bits(bits) -> np.ndarray:
@@ -100,17 +93,9 @@ def same_bits(x, y) -> np.ndarray:
     return (bits_x == bits_y) | both_nan | both_zero
 
 
-@pytest.fixture(name="shared_dir")
-def shared_dir_fixture() -> Path:
-    path = shared_dir()
-    if not (path / "approxtrain-luts").is_dir():
-        pytest.fail(f"shared folder {path} has no approxtrain-luts/; set AMDNN_SHARED to the project's shared/")
-    return path
-
-
 @pytest.fixture(name="lut_dir")
-def lut_dir_fixture(shared_dir: Path) -> Path:
-    return shared_dir / "approxtrain-luts"
+def lut_dir_fixture() -> Path:
+    return lut_dir()
 
 
 @pytest.fixture(name="special_operands")

@@ -1,4 +1,5 @@
-"""Tests of the mode registry (ops/multipliers.py) and the numpy references (ops/reference.py) vs MULTIPLIERS.md."""
+"""Tests of the mode registry (ops/multipliers.py) and the numpy references (ops/reference.py) against the
+specification, docs/multipliers-spec.md (its worked examples and error columns are read from it: spec_tables.py)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ import pytest
 
 from ops import multipliers, reference
 from ops.multipliers import parse
+from spec_tables import error_table, worked_examples
 
 ONE23, HALF23 = 1 << 23, 1 << 22
 
 
 def fp32(biased_exponent: int, field: int, negative: bool = False) -> np.float32:
-    """The float32 with these bits: the way MULTIPLIERS.md writes an operand."""
+    """The float32 with these bits: the way the spec writes an operand."""
     bits = (int(negative) << 31) | (biased_exponent << 23) | field
     return np.array([bits], dtype=np.uint32).view(np.float32)[0]
 
@@ -88,70 +90,16 @@ def test_native_is_not_a_product_mode():
 
 # ------------------------------------------------------------------------------------------ hand-computed products
 
-# (a, b, mode, expected): worked from MULTIPLIERS.md by hand; operands at biased exponent 127 are 1.field.
-HAND_CASES = [
-    # Mitchell, m = 23: S = Fa + Fb against ONE.
-    (fp32(127, HALF23), fp32(127, HALF23 - 1), "mit32", 2.0 - 2**-23),  # S = ONE - 1: c = 0, M = S
-    (fp32(127, HALF23), fp32(127, HALF23), "mit32", 2.0),  # S = ONE: c = 1, M = 0
-    (fp32(127, HALF23), fp32(127, HALF23 + 1), "mit32", 2.0 + 2**-22),  # S = ONE + 1: c = 1, M = 1
-    (fp32(127, 0), fp32(127, 0), "mit32", 1.0),
-    # MBM, m = 23 (nothing forced): C = 655360 below the carry, 327680 above it.
-    (fp32(127, 0), fp32(127, 0), "am32", 1.078125),  # 1 x 1 = 1 + K
-    (fp32(127, HALF23), fp32(127, HALF23 - 1), "am32", 2.0 * (1 + 327679 * 2**-23)),  # T >= ONE: carry, halve
-    (fp32(127, HALF23), fp32(127, HALF23), "am32", 2.078125),  # S = ONE: c = 1, M = C = 327680
-    (fp32(127, HALF23), fp32(127, HALF23 + 1), "am32", 2.0 * (1 + 327681 * 2**-23)),
-    (fp32(127, ONE23 - 1), fp32(127, ONE23 - 1), "am32", 4.0 - 2**-21),  # overflow corner: M = S - ONE
-    # MBM, m = 7: fields forced odd, C = 10 or 5.
-    (fp32(127, 0), fp32(127, 0), "am16", 1.09375),  # Fa = Fb = 1: T = 2 + 10
-    (fp32(127, 127 << 16), fp32(127, 127 << 16), "am16", 3.96875),  # corner: T = 126 + 5 >= 128, M = 126
-    (fp32(127, 63 << 16), fp32(127, 55 << 16), "am16", 2.0),  # S = 118, T = 128: carry, M = 0
-    (fp32(127, 64 << 16), fp32(127, 63 << 16), "am16", 2.0 * (1 + 5 / 128)),  # 65 + 63 = ONE: M = 5
-    # Mitchell, m = 7: the 16 low bits are dropped.
-    (fp32(127, (64 << 16) | 0xFFFF), fp32(127, (63 << 16) | 0xFFFF), "mit16", 1.0 + 127 / 128),
-    (fp32(127, 64 << 16), fp32(127, 64 << 16), "mit16", 2.0),
-    # acc16: truncate to bf16, exact product, truncate.
-    (fp32(127, (127 << 16) | 0xFFFF), fp32(127, (127 << 16) | 0xFFFF), "acc16", 3.96875),  # 255*255 = 65025
-    (fp32(127, 1 << 16), fp32(127, 1 << 16), "acc16", 1.0 + 2 / 128),  # 129*129 = 16641: M = 2
-    (fp32(127, 127 << 16), fp32(127, 1 << 16), "acc16", 2.0),  # 255*129 = 32895 >= 2**15: M = 0
-    # acc32: round to nearest even.
-    (np.float32(1 + 2**-23), np.float32(1 + 2**-23), "acc32", 1 + 2**-22),  # the 2**-46 is dropped
-    (np.float32(1 + 2**-12), np.float32(1 + 2**-12), "acc32", 1 + 2**-11),  # tie (2**-24), even: down
-    (np.float32(1 + 2**-23), np.float32(1.5), "acc32", 1.5 + 2**-22),  # 1.5 + 1.5 ulp: tie, even is up
-    (np.float32(1.5 + 2**-23), np.float32(1 + 2**-23), "acc32", 1.5 + 3 * 2**-23),  # 2.5 ulp + 2**-46: up
-    (np.float32(2**-63), np.float32(2**-64), "acc32", 0.0),  # 2**-127: subnormal, flushed
-    (np.float32(2**-63), np.float32(2**-63), "acc32", 2**-126),  # the smallest normal survives
-    # 2**-126 - 2**-150 is a tie on the subnormal grid and rounds (to even) to 2**-126, a normal: kept. A kernel
-    # whose flush-to-zero tests tininess before rounding gives 0 here; the definition's order is round, then flush.
-    (np.float32(2**-63), fp32(63, ONE23 - 1), "acc32", 2**-126),
-    (np.float32(2.0**127), np.float32(2.0), "acc32", np.inf),
-    # Rule 3 range, every mode family: e <= 0 -> zero, e >= 255 -> inf, carry decides at the edge.
-    (fp32(64, 0), fp32(63, 0), "mit32", 0.0),  # e = 0
-    (fp32(64, HALF23), fp32(63, HALF23), "mit32", 2**-126),  # e = 0 + carry = 1
-    (fp32(64, 0), fp32(63, 0), "am32", 0.0),
-    (fp32(64, 0), fp32(64, 0), "am16", 2**-126 * 1.09375),
-    (fp32(64, 0), fp32(63, 0), "acc16", 0.0),
-    (fp32(190, 0), fp32(191, 0), "am32", 1.078125 * 2.0**127),  # e = 254: finite
-    (fp32(190, HALF23), fp32(191, HALF23), "mit32", np.inf),  # e = 254 + carry = 255
-    (fp32(190, HALF23), fp32(191, HALF23), "am16", np.inf),
-    (fp32(191, 0), fp32(191, 0), "acc16", np.inf),  # e = 255
-    (fp32(191, 0), fp32(191, 0, negative=True), "mit16", -np.inf),
-    # fp16: both operands and the product rounded to binary16, nothing flushed.
-    (np.float32(1 + 2**-11), np.float32(1.0), "fp16", 1.0),  # operand tie rounds to even
-    (np.float32(1 + 3 * 2**-12), np.float32(1.0), "fp16", 1 + 2**-10),
-    (np.float32(2**-12), np.float32(2**-13), "fp16", 0.0),  # 2**-25: half the smallest fp16 subnormal, to even
-    (np.float32(1.5 * 2**-12), np.float32(2**-13), "fp16", 2**-24),  # just above half: the smallest subnormal
-    (np.float32(2**-14), np.float32(0.5), "fp16", 2**-15),  # an fp16 subnormal result is kept
-    (np.float32(256.0), np.float32(256.0), "fp16", np.inf),  # 65536 > 65504: overflow
-    (np.float32(255.9), np.float32(256.0), "fp16", 65504.0),  # 255.9 -> 255.875
-    (np.float32(1e30), np.float32(1e-30), "fp16", np.nan),  # inf x 0 after the operand rounding
-]
+# (a, b, mode, expected, how): the spec's worked examples, computed by hand from its rules.
+HAND_CASES = worked_examples()
 
 
-@pytest.mark.parametrize("a, b, mode, expected", HAND_CASES)
-def test_hand_computed_products(a, b, mode, expected, same_bits):
+@pytest.mark.parametrize("a, b, mode, expected, how", HAND_CASES,
+                         ids=[f"{case[2]}-{i}" for i, case in enumerate(HAND_CASES)])
+def test_hand_computed_products(a, b, mode, expected, how, same_bits):
     got = reference.product(np.float32(a), np.float32(b), mode)
     assert got.dtype == np.float32
-    assert same_bits(got, np.float32(expected)), f"{mode}: {a!r} x {b!r} = {got!r}, expected {expected!r}"
+    assert same_bits(got, np.float32(expected)), f"{mode}: {a!r} x {b!r} = {got!r}, expected {expected!r} ({how})"
     # The mantissa product is symmetric for the closed-form modes: the swapped pair gives the same bits.
     assert same_bits(reference.product(np.float32(b), np.float32(a), mode), got)
 
@@ -267,27 +215,23 @@ def test_mantissa_product_errors():
 
 # ----------------------------------------------------------------------------------------- error of one product
 
-# (mode, mean |relative error|, bias = mean relative error, sign of every error) from MULTIPLIERS.md's table;
+# (mode, mean |relative error|, bias = mean relative error, every error <= 0) from the spec's table of modes;
 # on 2 * 10**5 normal operands the sample means sit within ~0.02 % of the 10**6-operand values in docs/.
-ERROR_TABLE = [
-    ("acc32", 0.0, 0.0, None),
-    ("acc16", 0.0083, -0.0083, -1),
-    ("fp16", 0.0003, 0.0, None),
-    ("am32", 0.028, 0.0024, None),
-    ("am16", 0.028, 0.0024, None),
-    ("mit32", 0.038, -0.038, -1),
-    ("mit16", 0.043, -0.043, -1),
-]
+ERROR_TABLE = error_table()
 
 
-@pytest.mark.parametrize("mode, mean_error, bias, sign", ERROR_TABLE)
-def test_error_of_one_product_matches_the_table(mode, mean_error, bias, sign, normal_operands):
+def test_the_error_table_covers_every_product_mode():
+    assert [mode for mode, *_ in ERROR_TABLE] == multipliers.names(include_native=False)
+
+
+@pytest.mark.parametrize("mode, mean_error, bias, never_high", ERROR_TABLE)
+def test_error_of_one_product_matches_the_table(mode, mean_error, bias, never_high, normal_operands):
     a, b = normal_operands(200_000, seed=8), normal_operands(200_000, seed=9)
     exact = a.astype(np.float64) * b.astype(np.float64)
     relative = (reference.product(a, b, mode).astype(np.float64) - exact) / exact
     assert abs(np.abs(relative).mean() - mean_error) <= max(0.05 * mean_error, 1e-7)
     assert abs(relative.mean() - bias) <= max(0.1 * abs(bias), 2e-4 if mean_error else 1e-8)
-    if sign is not None:  # "always low"
+    if never_high:
         assert (relative <= 0).all()
     if mode == "mit32":  # the worst case of Mitchell: 1 + xa + xb vs (1 + xa)(1 + xb) at xa = xb = 0.5: 1/9
         assert relative.min() >= -1 / 9 - 1e-6 and relative.min() < -0.110

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,11 +30,21 @@ def test_make_table_equals_approxtrain_byte_for_byte(mode, file, lut_dir):
     assert np.array_equal(tables.read_table(lut_dir / file), made)
 
 
+def recorded_tables(readme: Path) -> dict[str, tuple[int, str]]:
+    """file -> (bytes, sha256) from the rows of tests/data/README.md's table of approxtrain-luts/."""
+    rows = re.findall(r"^\| (\w+\.bin) \| (\d+) \| [^|]+ \| ([0-9a-f]{64}) \|$", readme.read_text(), re.MULTILINE)
+    return {file: (int(size), sha256) for file, size, sha256 in rows}
+
+
 def test_shipped_tables_are_the_recorded_ones(lut_dir):
-    # README.md records each file's sha256: a changed test vector would make the test above meaningless.
-    readme = (lut_dir / "README.md").read_text()
-    for _, file in SHIPPED:
-        assert hashlib.sha256((lut_dir / file).read_bytes()).hexdigest() in readme
+    # tests/data/README.md records each file's provenance and sha256: a changed test vector would make the test
+    # above meaningless, and a table added without its provenance would be unexplained.
+    recorded = recorded_tables(lut_dir.parent / "README.md")
+    assert sorted(recorded) == sorted(file for _, file in SHIPPED)
+    assert sorted(path.name for path in lut_dir.iterdir()) == sorted(recorded)
+    for file, (size, sha256) in recorded.items():
+        data = (lut_dir / file).read_bytes()
+        assert (len(data), hashlib.sha256(data).hexdigest()) == (size, sha256), file
 
 
 def test_make_table_family_decides_and_m_is_free():

@@ -71,7 +71,11 @@ def walltime_deadline_s() -> tp.Optional[float]:
     walltime = os.environ.get("AMDNN_WALLTIME_S")
     if not walltime:
         return None
-    return max(1.0, float(walltime) - float(os.environ.get("AMDNN_WARN_BEFORE_S", "300")))
+    warning = os.environ.get("AMDNN_WARN_BEFORE_S")
+    if not warning:  # the script writer exports both (pbs/script.py); the value is decided there, not here
+        raise RuntimeError("AMDNN_WALLTIME_S is set but AMDNN_WARN_BEFORE_S is not: a PBS job script of this project "
+                           "exports both (orchestrator/cluster/pbs/script.py); export AMDNN_WARN_BEFORE_S=<seconds>")
+    return max(1.0, float(walltime) - float(warning))
 
 
 _timer: tp.Optional[threading.Timer] = None

@@ -12,7 +12,7 @@ import typing as tp
 from pathlib import Path
 
 from .. import scripts
-from ..resources import PBS_FLAVOURS, walltime_seconds
+from ..resources import PBS_FLAVOURS, walltime_seconds, warn_before_s as warning_seconds
 
 # The job's log files live next to submitit's pickles; %j is the job id, %t the task (always 0: one task per job).
 _LOG_NAMES = {"out": "%j_%t_log.out", "err": "%j_%t_log.err"}
@@ -39,7 +39,7 @@ def make_pbs_script(
     account: tp.Optional[str] = None,
     storage: tp.Optional[str] = None,
     flavour: str = "pbspro",
-    warn_before_s: int = 300,
+    warn_before_s: tp.Optional[int] = None,
     workdir: tp.Optional[str] = None,
     modules: tp.Optional[tp.List[str]] = None,
     env: tp.Optional[tp.Dict[str, str]] = None,
@@ -50,13 +50,13 @@ def make_pbs_script(
 
     folder: submitit's folder (may hold %j); logs go there. walltime: 'HH:MM:SS'. mem, jobfs: e.g. '96GB'.
     project: PBS Pro's -P (Gadi); account: -A. storage: Gadi's storage list, e.g. 'scratch/ab12+gdata/ab12'.
-    modules/env/setup: see orchestrator.cluster.scripts.environment_lines.
+    modules/env/setup: see orchestrator.cluster.scripts.environment_lines. warn_before_s: None derives it from the
+    walltime by the rule of cluster.warn_before_s: null (orchestrator.cluster.resources.warn_before_s).
     """
     if flavour not in PBS_FLAVOURS:
         raise ValueError(f"flavour={flavour!r}: valid PBS flavours are {', '.join(PBS_FLAVOURS)}")
     seconds = walltime_seconds(walltime)
-    if not 0 < int(warn_before_s) < seconds:
-        raise ValueError(f"warn_before_s={warn_before_s} must be positive and below the walltime ({seconds} s)")
+    warn_before_s = warning_seconds({"walltime": walltime, "warn_before_s": warn_before_s})
     pro = flavour == "pbspro"
     d = ["#!/bin/bash", "", "# Parameters", f"#PBS -N {scripts.word('job_name', job_name)}"]
     if project is not None:

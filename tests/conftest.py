@@ -1,0 +1,66 @@
+"""What every test folder shares: real MNIST found through the project's own download command, and test IDs that
+name table files without the machine's paths.
+
+Real MNIST (tests/data/README.md says the same for users): the repository's default data directory `data/` (what
+`data_dir: null` means) is filled by `models.datasets.download`, which keeps files already there with their published
+MD5s and otherwise fetches them, MD5-checked, from $AMDNN_DATA_MIRROR when it is set (a folder or URL laid out like a
+data directory: MIRROR/mnist/*.gz; .ci/run points it at the team's copy) or else from the public mirrors. When
+neither works the MNIST tests fail (never skip) with the command that gets the files.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+MIRROR_VARIABLE = "AMDNN_DATA_MIRROR"
+
+
+def _mirror_base(mirror: str, subdir: str) -> str:
+    """The base URL of `subdir` in a mirror given as a folder or a URL (download() appends the file names)."""
+    if "://" in mirror:
+        return f"{mirror.rstrip('/')}/{subdir}/"
+    return (Path(mirror).expanduser().resolve() / subdir).as_uri() + "/"
+
+
+@pytest.fixture(scope="session")
+def mnist_data_dir() -> Path:
+    """The data directory whose mnist/ holds the four published MNIST files, MD5-verified."""
+    from models.datasets import DatasetError, download
+    from models.datasets.registry import get_spec
+    from orchestrator import paths
+
+    data_dir = paths.data_dir(None)
+    spec = get_spec("mnist")
+    mirror = os.environ.get(MIRROR_VARIABLE)
+    mirrors = [_mirror_base(mirror, spec.subdirs[0])] if mirror else None
+    try:
+        download("mnist", data_dir, mirrors=mirrors)
+        return data_dir
+    except DatasetError as error:
+        failure = str(error)
+    folder = data_dir / spec.subdirs[0]
+    source = f"{MIRROR_VARIABLE}={mirror}" if mirror else f"the public mirrors ({MIRROR_VARIABLE} is not set)"
+    pytest.fail(f"real MNIST is not in {folder} and could not be had from {source}:\n{failure}\nGet it by one of:\n"
+                f"  {spec.get_command(data_dir)}\n"
+                f"  copying {', '.join(spec.downloads)} into {folder}\n"
+                f"  setting {MIRROR_VARIABLE} to a folder that holds {spec.subdirs[0]}/ with those files",
+                pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def mnist_dir(mnist_data_dir: Path) -> Path:
+    """The folder of the four MNIST files."""
+    return mnist_data_dir / "mnist"
+
+
+def pytest_make_parametrize_id(config, val, argname):  # noqa: ARG001 - pytest's hook signature
+    """A table mode "lut:/some/path/MBM_7.bin" is named "lut:MBM_7.bin" in test IDs: IDs must not depend on where
+    the repository lies (they name tests in reports, `-k` selections and caches across machines)."""
+    from ops.multipliers import LUT_PREFIX
+
+    if isinstance(val, str) and val.startswith(LUT_PREFIX) and os.sep in val:
+        return LUT_PREFIX + Path(val[len(LUT_PREFIX):]).name
+    return None
