@@ -19,8 +19,9 @@ def kernel_arguments(multiplier) -> tuple[str, np.ndarray]:
     table's own 4**m bytes for lut modes (the kernels validate and expand them), else no bytes."""
     spec = parse(multiplier)
     if spec.family == "native":
-        raise ValueError("multiplier 'native' is the framework's own op, not a simulated one: use the framework's "
-                         "conv2d / matmul (or a native Keras layer); simulated modes: "
+        raise ValueError("multiplier 'native' is the framework's own op, not a simulated one: use tf.nn.conv2d / "
+                         "tf.matmul, torch.nn.functional.conv2d / torch.matmul, or a native Keras layer; simulated "
+                         "modes: "
                          f"{', '.join(names(include_native=False))}")
     if spec.table is not None:
         return "table", np.ascontiguousarray(spec.table, dtype=np.uint8).reshape(-1)

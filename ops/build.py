@@ -33,7 +33,7 @@ from pathlib import Path
 import filelock
 
 SOURCE_DIR = Path(__file__).resolve().parent / "cc"
-CPU_SOURCES = ("ops_interface.cc", "kernels_cpu.cc", "gemm_cpu.cc", "multiplier_setup.cc")
+CPU_SOURCES = ("ops_interface.cc", "kernels_cpu.cc", "conv_cpu.cc", "gemm_cpu.cc", "multiplier_setup.cc")
 LIBRARY_NAME = "libamdnn_ops.so"
 SUPPORTED_TF = "2.21"  # the TF minor the ops are written and tested against (pyproject pins the same)
 

@@ -14,7 +14,6 @@ channels_last inputs are read without a copy, and image outputs are channels_las
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
@@ -30,21 +29,21 @@ BUILD = load()
 # ------------------------------------------------------------------------------------------------ tables
 
 
-@functools.lru_cache(maxsize=64)
-def _table_bytes(multiplier: str, canonical: bool) -> np.ndarray:
-    return canonical_table_bytes(multiplier) if canonical else kernel_arguments(multiplier)[1]
+# (mode name, device) -> the table tensor the ops take there. A plain dict rather than lru_cache, so that
+# torch.compile traces the lookup instead of warning about the cache wrapper.
+_TABLES: dict[tuple[str, str], tuple[str, torch.Tensor]] = {}
 
 
 def kernel_arguments_for(multiplier, device: torch.device) -> tuple[str, torch.Tensor]:
-    """(mode name, table tensor on `device`) for the ops: the CUDA kernels read the canonical 128 x 128 table."""
+    """(mode name, table tensor on `device`) for the ops: the CUDA kernels read the canonical 128 x 128 table, the
+    CPU kernels the table's own 4**m bytes (they validate and expand it)."""
     name = multiplier if isinstance(multiplier, str) else multiplier.name
-    attr, _ = kernel_arguments(multiplier)
-    return attr, _device_table(name, device.type == "cuda", device)
-
-
-@functools.lru_cache(maxsize=64)
-def _device_table(name: str, canonical: bool, device: torch.device) -> torch.Tensor:
-    return torch.from_numpy(np.array(_table_bytes(name, canonical))).to(device)
+    key = (name, str(device))
+    if key not in _TABLES:
+        attr, raw = kernel_arguments(multiplier)
+        table = canonical_table_bytes(multiplier) if device.type == "cuda" else raw
+        _TABLES[key] = attr, torch.from_numpy(np.array(table)).to(device)
+    return _TABLES[key]
 
 
 # ------------------------------------------------------------------------------------------------ geometry

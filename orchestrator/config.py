@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping
 
-from ops.multipliers import LUT_NAME
+from ops.multipliers import LUT_NAME, LUT_PREFIX
 
 
 class ConfigError(ValueError):
@@ -68,7 +68,7 @@ def mult_spec(cfg: Mapping[str, Any]) -> str:
     """The multiplier as ops and models take it: a mode name, or "lut:<absolute path>" for a table."""
     mult = cfg["mult"]
     if mult["name"] == LUT_NAME:
-        return "lut:" + os.path.abspath(os.path.expanduser(str(mult["table"])))
+        return LUT_PREFIX + os.path.abspath(os.path.expanduser(str(mult["table"])))
     return str(mult["name"])
 
 

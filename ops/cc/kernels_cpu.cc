@@ -1,8 +1,9 @@
-// CPU OpKernels of the ops in ops_interface.cc: argument checks, conv geometry, and calls into the GEMM.
+// CPU OpKernels of the ops in ops_interface.cc: argument checks and conv geometry (TF's SAME/VALID rules), then
+// the framework-free CPU ops of conv_cpu.h, which the PyTorch binding calls too.
 #include <algorithm>
 #include <vector>
 
-#include "gemm.h"
+#include "conv_cpu.h"
 #include "multiplier_setup.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
@@ -56,25 +57,6 @@ class AmdnnKernel : public OpKernel {
   Mode mode_;
   std::string multiplier_name_;
 };
-
-GemmOperand operand(const MatrixSource& source, const Tensor& values) {
-  return GemmOperand{&source, values.flat<float>().data()};
-}
-
-bool fast_path(Mode mode, const Tensor& a, const Tensor& b) {
-  const auto fa = a.flat<float>(), fb = b.flat<float>();
-  return fast_path_is_exact(mode, summarize_operand(fa.data(), fa.size()), summarize_operand(fb.data(), fb.size()));
-}
-
-// The multiplier with its table's operands swapped: product(b, a) under it is product(a, b) under the original.
-// Only lut tables can be non-symmetric (every named mode, am16's table included, is symmetric).
-Multiplier transposed_table(const Multiplier& multiplier) {
-  if (multiplier.mode != Mode::kTable) return multiplier;
-  Multiplier swapped = multiplier;
-  for (int fa = 0; fa < 128; ++fa)
-    for (int fb = 0; fb < 128; ++fb) swapped.table7[(fa << 7) | fb] = multiplier.table7[(fb << 7) | fa];
-  return swapped;
-}
 
 // ------------------------------------------------------------------------------------------------ conv2d
 
@@ -144,11 +126,8 @@ class Conv2DOp : public ConvKernel {
     OP_REQUIRES_OK(ctx, geometry(x.shape(), w.shape(), &g));
     Tensor* y = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, output_shape(g), &y));
-    const Im2ColSource patches(g);
-    const DenseSource filter(g.out_c);
-    approximate_gemm(multiplier, operand(patches, x), operand(filter, w), g.out_pixels(), g.out_c, g.patch_size(),
-                     y->flat<float>().data(), g.out_c, fast_path(mode_, x, w),
-                     thread_pool(ctx), num_threads(ctx));
+    conv2d_cpu(multiplier, g, x.flat<float>().data(), w.flat<float>().data(), y->flat<float>().data(),
+               thread_pool(ctx), num_threads(ctx));
   }
 };
 
@@ -184,45 +163,8 @@ class Conv2DBackpropInputOp : public ConvKernel {
     OP_REQUIRES_OK(ctx, check_out_backprop("AmdnnConv2DBackpropInput", output_shape(g), dy));
     Tensor* dx = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x_shape, &dx));
-    float* dx_data = dx->flat<float>().data();
-    std::fill(dx_data, dx_data + dx->NumElements(), 0.0f);
-    if (dx->NumElements() == 0 || dy.NumElements() == 0) return;
-    const bool fast = fast_path(mode_, dy, w);
-    const float* dy_data = dy.flat<float>().data();
-    const int64_t pixels = g.out_h * g.out_w, patch = g.patch_size();
-    const DenseSource grad(g.out_c), filter_t(patch);
-    std::vector<float> w_t(static_cast<size_t>(w.NumElements()));  // [out_c, patch]
-    transpose(w.flat<float>().data(), patch, g.out_c, w_t.data());
-    // One image per task: images write disjoint parts of dx, and within an image col2im adds in a fixed order.
-    auto work = [&](int64_t begin, int64_t end) {
-      std::vector<float> columns(static_cast<size_t>(pixels * patch));
-      for (int64_t n = begin; n < end; ++n) {
-        const GemmOperand image_grad{&grad, dy_data + n * pixels * g.out_c};
-        approximate_gemm(multiplier, image_grad, GemmOperand{&filter_t, w_t.data()}, pixels, patch, g.out_c,
-                         columns.data(), patch, fast, run_serially, 1);
-        col2im(g, columns.data(), dx_data + n * g.in_h * g.in_w * g.in_c);
-      }
-    };
-    thread_pool(ctx)(g.batch, pixels * patch * g.out_c * 2, work);
-  }
-
- private:
-  static void col2im(const ConvGeometry& g, const float* columns, float* dx_image) {
-    for (int64_t ho = 0; ho < g.out_h; ++ho)
-      for (int64_t wo = 0; wo < g.out_w; ++wo) {
-        const float* row = columns + (ho * g.out_w + wo) * g.patch_size();
-        for (int64_t kh = 0; kh < g.filter_h; ++kh) {
-          const int64_t hi = ho * g.stride_h + kh * g.dilation_h - g.pad_top;
-          if (hi < 0 || hi >= g.in_h) continue;
-          for (int64_t kw = 0; kw < g.filter_w; ++kw) {
-            const int64_t wi = wo * g.stride_w + kw * g.dilation_w - g.pad_left;
-            if (wi < 0 || wi >= g.in_w) continue;
-            const float* src = row + (kh * g.filter_w + kw) * g.in_c;
-            float* dst = dx_image + (hi * g.in_w + wi) * g.in_c;
-            for (int64_t ci = 0; ci < g.in_c; ++ci) dst[ci] += src[ci];
-          }
-        }
-      }
+    conv2d_backprop_input_cpu(multiplier, g, w.flat<float>().data(), dy.flat<float>().data(),
+                              dx->flat<float>().data(), thread_pool(ctx));
   }
 };
 
@@ -241,18 +183,8 @@ class Conv2DBackpropFilterOp : public ConvKernel {
     OP_REQUIRES_OK(ctx, check_out_backprop("AmdnnConv2DBackpropFilter", output_shape(g), dy));
     Tensor* dw = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, w_shape, &dw));
-    // dw = x^T (*) dy computed as its transpose dw^T = dy^T (*) x: the im2col matrix is then read along its rows
-    // (contiguous channels) and packed once. The products keep x as their left operand through the transposed
-    // table (every other mode is symmetric in its operands). dw^T is small (out_c x patch) and transposed at the end.
-    std::vector<float> dy_t(static_cast<size_t>(dy.NumElements()));  // [out_c, out_pixels]
-    transpose(dy.flat<float>().data(), g.out_pixels(), g.out_c, dy_t.data());
-    std::vector<float> dw_t(static_cast<size_t>(dw->NumElements()));  // [out_c, patch]
-    const DenseSource grad_t(g.out_pixels());
-    const Im2ColSource patches(g);
-    approximate_gemm(transposed_table(multiplier), GemmOperand{&grad_t, dy_t.data()}, operand(patches, x), g.out_c,
-                     g.patch_size(), g.out_pixels(), dw_t.data(), g.patch_size(), fast_path(mode_, dy, x),
-                     thread_pool(ctx), num_threads(ctx));
-    transpose(dw_t.data(), g.out_c, g.patch_size(), dw->flat<float>().data());
+    conv2d_backprop_filter_cpu(multiplier, g, x.flat<float>().data(), dy.flat<float>().data(),
+                               dw->flat<float>().data(), thread_pool(ctx), num_threads(ctx));
   }
 };
 
@@ -281,23 +213,8 @@ class MatMulOp : public AmdnnKernel {
                                         transpose_b_ ? " (transposed)" : ""));
     Tensor* c = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({m, n}), &c));
-    // Transposed operands are materialised once, so packing reads rows.
-    std::vector<float> a_t, b_t;
-    const float* a_data = a.flat<float>().data();
-    const float* b_data = b.flat<float>().data();
-    if (transpose_a_) {
-      a_t.resize(static_cast<size_t>(a.NumElements()));
-      transpose(a_data, a.dim_size(0), a.dim_size(1), a_t.data());
-      a_data = a_t.data();
-    }
-    if (transpose_b_) {
-      b_t.resize(static_cast<size_t>(b.NumElements()));
-      transpose(b_data, b.dim_size(0), b.dim_size(1), b_t.data());
-      b_data = b_t.data();
-    }
-    const DenseSource left(k), right(n);
-    approximate_gemm(multiplier, GemmOperand{&left, a_data}, GemmOperand{&right, b_data}, m, n, k,
-                     c->flat<float>().data(), n, fast_path(mode_, a, b), thread_pool(ctx), num_threads(ctx));
+    matmul_cpu(multiplier, a.flat<float>().data(), b.flat<float>().data(), c->flat<float>().data(), m, n, k,
+               transpose_a_, transpose_b_, thread_pool(ctx), num_threads(ctx));
   }
 
  private:
