@@ -158,6 +158,15 @@ class _Run:
         self.skips = _skips(self.cell_dir)
         self.train_step, self.predict = self._compile(tf, keras)
         self.progress: Progress | None = None
+        self.simulated = cfg["mult"]["name"] != "native"  # the AM layers' ops count which kernel path they took
+        self.paths_at_epoch_start = self.path_counts()
+
+    def path_counts(self) -> dict[str, int]:
+        if not self.simulated:
+            return {}
+        import ops
+
+        return ops.path_counts()
 
     def _compile(self, tf, keras):
         model, optimizer = self.model, self.optimizer
@@ -311,7 +320,13 @@ class _Run:
                    "test_accuracy": self.test_accuracy(),
                    "lr": self.learning_rate(state.global_step - 1)}
         state.history.append(dict(metrics))
-        self.tracker.log_epoch(state.global_step, {**metrics, "epoch_time_s": seconds,
+        # GEMM calls of the epoch by CPU kernel path (this process's share of it): generic calls on a CPU with the
+        # fast kernels mean operands out of the fast formulas' range (inf/NaN, over/underflowing products).
+        paths = self.path_counts()
+        path_metrics = {f"gemm_{key}": paths[key] - self.paths_at_epoch_start.get(key, 0)
+                        for key in ("fast_calls", "generic_calls") if key in paths}
+        self.paths_at_epoch_start = paths
+        self.tracker.log_epoch(state.global_step, {**metrics, **path_metrics, "epoch_time_s": seconds,
                                                    "images_per_s": images / seconds if seconds > 0 else 0.0})
         self.progress.epoch_end(state, metrics)
         state = State(epoch=state.epoch + 1, global_step=state.global_step, history=state.history)
