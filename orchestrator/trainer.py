@@ -280,7 +280,8 @@ class _Run:
             raise CollapseRollbacksExhausted(f"{bad}; no healthy epoch end to go back to")
         done.append({"epoch": bad.epoch + 1, "from_step": good.step, "lr_factor": factor, "reason": bad.reason})
         atomic_write(self.cell_dir / SKIPS, json.dumps(self.skips).encode())  # before the replay: a crash keeps it
-        self.tracker.set_tags({"amdnn.collapse_rollbacks": len(done), "amdnn.lr_scale": f"{self.lr_scale(good.step):.6g}",
+        self.tracker.set_tags({"amdnn.collapse_rollbacks": len(done),
+                               "amdnn.lr_scale": f"{self.lr_scale(good.step):.6g}",
                                "amdnn.last_collapse": str(bad)[:4000]})
         print(f"[amdnn] {bad}; rollback {len(done)} of at most {limit} to the end of epoch "
               f"{good.meta['state']['epoch']} (global step {good.step}), learning rate x{factor:g} from there on",
