@@ -69,3 +69,31 @@ def test_unknown_weight_decay_mode_is_refused():
 
     with pytest.raises(ValueError, match="weight_decay_mode='l1' is not one of coupled, decoupled"):
         optim.make_optimizer(compose("train.optimizer.weight_decay_mode=l1").train)
+
+
+def test_the_trainer_step_applies_coupled_l2(workdir, tmp_path):
+    """The compiled training step of a cell, not only optim.with_l2: one SGD step (no momentum) of LeNet-300-100 on
+    the cell's first batch moves every weight by -lr * (g + wd * w)."""
+    import keras
+    import tensorflow as tf
+
+    from models import datasets
+    from orchestrator.config import validate
+    from orchestrator.tracking import Tracker
+    from orchestrator.trainer import _Run
+
+    wd, lr = 0.01, 0.05
+    cfg = validate(workdir.cfg("mult=native", "train.optimizer.momentum=0.0", f"train.optimizer.weight_decay={wd}"))
+    run = _Run(cfg, "test", tmp_path / "cell", Tracker(workdir.uri, "amdnn", "test", tmp_path / "cell"))
+    _, x, y = next(iter(datasets.batches(run.data, run.batch_size, 0, 0)))
+    variables = run.model.trainable_variables
+    before = [v.numpy().copy() for v in variables]
+    with tf.GradientTape() as tape:
+        loss = keras.losses.SparseCategoricalCrossentropy()(tf.constant(y), run.model(tf.constant(x), training=True))
+    plain = [g.numpy() for g in tape.gradient(loss, variables)]
+    run.optimizer.learning_rate = lr
+    run.train_step(tf.constant(x), tf.constant(y))
+    for w, g, v in zip(before, plain, variables):
+        np.testing.assert_allclose(v.numpy(), w - lr * (g + wd * w), rtol=0, atol=2e-7)
+    kernel = int(np.argmax([w.size for w in before]))
+    assert np.abs(variables[kernel].numpy() - (before[kernel] - lr * plain[kernel])).max() > 1e-6  # not without L2
