@@ -39,7 +39,8 @@ def test_verdict(loss, earlier, expected):
 def test_collapse_rolls_back_to_the_healthy_epoch_with_a_lower_rate(workdir, capfd):
     from orchestrator.cell import run_cell
 
-    result = run_cell(workdir.cfg(*TINY, *FORCE, "train.collapse.lr_factor=0.01"), supervise=False)
+    cfg = workdir.cfg(*TINY, *FORCE, "train.collapse.lr_factor=0.01")
+    result = run_cell(cfg, supervise=False)
     assert result.status == "finished", result
     cell = Path(result.cell_dir)
     skips = json.loads((cell / "skips.json").read_text())
@@ -57,6 +58,15 @@ def test_collapse_rolls_back_to_the_healthy_epoch_with_a_lower_rate(workdir, cap
     assert [round(v, 6) for _, v in data["metrics"]["lr"]] == [0.05, 0.02]
     losses = [v for _, v in data["metrics"]["loss"]]
     assert losses[1] < 0.7 * math.log(10) and result.test_accuracy > 0.8, (losses, result.test_accuracy)
+    # A later attempt in this folder (a resume after a crash) reads the same rates back from skips.json.
+    from orchestrator.config import validate
+    from orchestrator.tracking import Tracker
+    from orchestrator.trainer import _Run
+
+    again = _Run(validate(cfg), result.identity, cell, Tracker(workdir.uri, "amdnn", result.identity, cell))
+    assert [again.learning_rate(s) for s in (0, STEPS_PER_EPOCH - 1)] == [0.05, 0.05]
+    assert [again.learning_rate(s) for s in (STEPS_PER_EPOCH, 2 * STEPS_PER_EPOCH - 1)] == \
+        pytest.approx([0.02, 0.02], rel=1e-12)
 
 
 def test_collapse_beyond_the_bound_fails_with_the_reason(workdir):
