@@ -7,6 +7,7 @@ The public API, usable from any TensorFlow program (ops knows nothing of models,
     ops.product(a, b, multiplier)          numpy reference of single products, bit-exact to the definition
     ops.read_table(path) / ops.write_table(table_or_name, path) / ops.make_table(name, m)   ApproxTrain tables
     ops.names() / ops.parse(spec)          the multiplier modes (one list, read by configs, docs and tests)
+    ops.path_counts()                      how many GEMM calls took the fast and the generic CPU kernel
     python -m ops.build                    compile the kernels now (normally done on first use)
 
 Attributes are resolved on first access, so `import ops` stays cheap and TensorFlow loads only when an op is used.
@@ -28,6 +29,7 @@ _EXPORTS = {
     "write_table": "ops.tables",
     "make_table": "ops.tables",
     "BuildError": "ops.build",
+    "path_counts": "ops.kernel_paths",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -5,7 +5,7 @@
     done.json          present once the cell finished: final test accuracy, run id, steps, time
     events.jsonl       one line per attempt event: start, crash, preempted, finished, failed (host, job id, time)
     cell.lock          held by the one process running the cell
-    checkpoints/  skips.json  tracking-queue.jsonl  mlflow-run.json  final_weights.npz
+    checkpoints/  skips.json  tracking-queue.jsonl  mlflow-run.json  final_weights.npz  last-good-epoch/
 """
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ RUN_CONFIG = "run-config.json"
 DONE = "done.json"
 EVENTS = "events.jsonl"
 LOCK = "cell.lock"
-SKIPS = "skips.json"                  # NaN-skipped global steps and the rollback count (orchestrator.trainer)
+SKIPS = "skips.json"                  # NaN-skipped global steps, rollback counts, collapse rollbacks (trainer)
+LAST_GOOD_EPOCH = "last-good-epoch"   # a checkpoint store holding the newest healthy epoch end (trainer)
 FINAL_WEIGHTS = "final_weights.npz"   # the trained model's variables by Keras path
 QUEUE = "tracking-queue.jsonl"        # MLflow records not sent yet (orchestrator.tracking)
 RUN_CACHE = "mlflow-run.json"         # tracking URI -> MLflow run id of this cell

@@ -12,6 +12,14 @@ rate schedule move on as if it had been). Skipping the batch rather than lowerin
 step identical to the run without the bad batch, is the right cure for a corrupt example, and stays deterministic:
 the skipped steps are stored (CELL_DIR/skips.json, written before the replay) and replayed by any resumed attempt.
 A run that keeps producing NaNs (more than retries.nan_rollbacks rollbacks) fails: its learning rate is too high.
+
+Collapse policy: an epoch whose training loss is back at chance level or far above its best (orchestrator.collapse)
+is neither logged nor kept. The run goes back to the end of the last healthy epoch (a copy of each healthy
+epoch-end checkpoint is kept in CELL_DIR/last-good-epoch/, out of reach of keep_last), the checkpoints after it are
+set aside as collapsed-step-*, and from that step on the learning rate is multiplied by train.collapse.lr_factor.
+The factor and its first step are stored (skips.json, before the replay), so the rate stays a pure function of the
+global step and a resumed run replays the same rates. After train.collapse.rollbacks such rollbacks a further
+collapse fails the cell with the verdict as its reason: a collapsed run is never reported as a finished result.
 """
 from __future__ import annotations
 
@@ -27,8 +35,8 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from . import checkpoints, optim, paths
-from .cellfiles import FINAL_WEIGHTS, SKIPS
+from . import checkpoints, collapse, optim, paths
+from .cellfiles import FINAL_WEIGHTS, LAST_GOOD_EPOCH, SKIPS
 from .checkpoints import atomic_write
 from .config import mult_spec
 from .progress import Progress
@@ -41,6 +49,17 @@ EVAL_BATCH = 256  # evaluation batch size: memory only, results do not depend on
 
 class NanRollbacksExhausted(RuntimeError):
     """More non-finite steps than retries.nan_rollbacks allows."""
+
+
+class CollapseRollbacksExhausted(NanRollbacksExhausted):
+    """An epoch collapsed (or diverged) after train.collapse.rollbacks rollbacks with a lowered learning rate.
+    A NanRollbacksExhausted: to the worker both are a diverged run that retrying would not cure."""
+
+
+class _Collapsed(Exception):
+    def __init__(self, epoch: int, reason: str):
+        super().__init__(f"epoch {epoch + 1}: {reason}")
+        self.epoch, self.reason = epoch, reason
 
 
 class _NonFinite(Exception):
@@ -135,12 +154,23 @@ class _Run:
         self.every = int(cfg["checkpoint"]["every_n_steps"])
         self.keep = int(cfg["checkpoint"]["keep_last"])
         self.nan_limit = int(cfg["retries"]["nan_rollbacks"])
+        self.collapse_cfg = self.train_cfg["collapse"]
         self.skips = _skips(self.cell_dir)
         self.train_step, self.predict = self._compile(tf, keras)
         self.progress: Progress | None = None
+        self.simulated = cfg["mult"]["name"] != "native"  # the AM layers' ops count which kernel path they took
+        self.paths_at_epoch_start = self.path_counts()
+
+    def path_counts(self) -> dict[str, int]:
+        if not self.simulated:
+            return {}
+        import ops
+
+        return ops.path_counts()
 
     def _compile(self, tf, keras):
         model, optimizer = self.model, self.optimizer
+        l2 = optim.coupled_l2(self.train_cfg["optimizer"])
         loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=False)  # the models end in softmax
 
         @tf.function(jit_compile=False)  # the AM ops have no XLA kernels
@@ -150,7 +180,7 @@ class _Run:
                 loss = loss_fn(y, probs)
                 if model.losses:
                     loss = loss + tf.add_n(model.losses)
-            grads = tape.gradient(loss, model.trainable_variables)
+            grads = optim.with_l2(tape.gradient(loss, model.trainable_variables), model.trainable_variables, l2)
             grad_norm = tf.linalg.global_norm(grads)
             optimizer.apply_gradients(zip(grads, model.trainable_variables))
             correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(probs, axis=-1), y), tf.int64))
@@ -163,11 +193,20 @@ class _Run:
         return train_step, predict
 
     # -- checkpoints --------------------------------------------------------------------------------------------
-    def save(self, state: State) -> None:
+    def save(self, state: State, healthy_epoch_end: bool = False) -> None:
         arrays, described = _snapshot(self.model, self.optimizer)
         meta = {**self.expect, "state": state.__dict__, "variables": described, "skips": self.skips["steps"],
                 "seed": self.seed, "time": time.time()}
         checkpoints.save(self.cell_dir, state.global_step, arrays, meta, self.keep)
+        if healthy_epoch_end:  # where a collapse goes back to
+            checkpoints.save(self.cell_dir / LAST_GOOD_EPOCH, state.global_step, arrays, meta, 1)
+
+    def lr_scale(self, step: int) -> float:
+        """The product of the factors of every collapse rollback at or before global step `step`."""
+        return math.prod(r["lr_factor"] for r in self.skips.get("collapses", []) if step >= r["from_step"])
+
+    def learning_rate(self, step: int) -> float:
+        return optim.learning_rate(self.train_cfg, step, self.spe) * self.lr_scale(step)
 
     def resume(self) -> State | None:
         """Load the newest checkpoint that verifies (reporting the ones skipped); None if there is none."""
@@ -194,7 +233,7 @@ class _Run:
                                                 augment=bool(self.cfg["dataset"].get("augment", False))):
             g = state.global_step
             if g not in self.skips["steps"]:
-                self.optimizer.learning_rate = optim.learning_rate(self.train_cfg, g, self.spe)
+                self.optimizer.learning_rate = self.learning_rate(g)
                 loss, grad_norm, correct = self.train_step(tf.constant(x), tf.constant(y))
                 loss, grad_norm = float(loss), float(grad_norm)
                 if not (math.isfinite(loss) and math.isfinite(grad_norm)):
@@ -229,6 +268,36 @@ class _Run:
         self.progress.restart(state)
         return state
 
+    def collapse_rollback(self, bad: _Collapsed) -> State:
+        """Go back to the last healthy epoch end with a lower learning rate from there on (bounded)."""
+        done = self.skips.setdefault("collapses", [])
+        limit, factor = int(self.collapse_cfg["rollbacks"]), float(self.collapse_cfg["lr_factor"])
+        if len(done) >= limit:
+            raise CollapseRollbacksExhausted(f"{bad}; {len(done)} rollback(s) with a lowered learning rate already "
+                                             f"(train.collapse.rollbacks={limit}): learning rate too high?")
+        good, _ = checkpoints.latest(self.cell_dir / LAST_GOOD_EPOCH, self.expect)
+        if good is None:
+            raise CollapseRollbacksExhausted(f"{bad}; no healthy epoch end to go back to")
+        done.append({"epoch": bad.epoch + 1, "from_step": good.step, "lr_factor": factor, "reason": bad.reason})
+        atomic_write(self.cell_dir / SKIPS, json.dumps(self.skips).encode())  # before the replay: a crash keeps it
+        self.tracker.set_tags({"amdnn.collapse_rollbacks": len(done),
+                               "amdnn.lr_scale": f"{self.lr_scale(good.step):.6g}",
+                               "amdnn.last_collapse": str(bad)[:4000]})
+        print(f"[amdnn] {bad}; rollback {len(done)} of at most {limit} to the end of epoch "
+              f"{good.meta['state']['epoch']} (global step {good.step}), learning rate x{factor:g} from there on",
+              file=sys.stderr, flush=True)
+        folder = checkpoints.directory(self.cell_dir)
+        for manifest in sorted(folder.glob("step-*.json")):  # never resumed from again; kept for inspection
+            if int(manifest.stem.split("-")[1]) > good.step:
+                for path in (manifest, manifest.with_suffix(".npz")):  # the manifest first, as checkpoints prunes
+                    if path.exists():
+                        path.replace(path.with_name("collapsed-" + path.name))
+        _restore(self.model, self.optimizer, good)
+        state = State(**good.meta["state"])
+        self.save(state)  # the newest regular checkpoint is the healthy one again
+        self.progress.restart(state)
+        return state
+
     def test_accuracy(self) -> float:
         import tensorflow as tf
 
@@ -242,17 +311,27 @@ class _Run:
         (durably) before the checkpoint moves the position past them: a crash in between repeats the epoch's end,
         and the tracker logs an epoch's step only once."""
         seconds, images = self.progress.epoch_seconds(), self.progress.epoch_images()
+        loss = state.loss_sum / max(state.trained_steps, 1)
+        problem = collapse.verdict(loss, [h["loss"] for h in state.history], self.data.num_classes)
+        if problem:
+            raise _Collapsed(state.epoch, problem)
         metrics = {"epoch": state.epoch + 1,
-                   "loss": state.loss_sum / max(state.trained_steps, 1),
+                   "loss": loss,
                    "accuracy": state.correct / max(state.seen, 1),
                    "test_accuracy": self.test_accuracy(),
-                   "lr": optim.learning_rate(self.train_cfg, state.global_step - 1, self.spe)}
+                   "lr": self.learning_rate(state.global_step - 1)}
         state.history.append(dict(metrics))
-        self.tracker.log_epoch(state.global_step, {**metrics, "epoch_time_s": seconds,
+        # GEMM calls of the epoch by CPU kernel path (this process's share of it): generic calls on a CPU with the
+        # fast kernels mean operands out of the fast formulas' range (inf/NaN, over/underflowing products).
+        paths = self.path_counts()
+        path_metrics = {f"gemm_{key}": paths[key] - self.paths_at_epoch_start.get(key, 0)
+                        for key in ("fast_calls", "generic_calls") if key in paths}
+        self.paths_at_epoch_start = paths
+        self.tracker.log_epoch(state.global_step, {**metrics, **path_metrics, "epoch_time_s": seconds,
                                                    "images_per_s": images / seconds if seconds > 0 else 0.0})
         self.progress.epoch_end(state, metrics)
         state = State(epoch=state.epoch + 1, global_step=state.global_step, history=state.history)
-        self.save(state)
+        self.save(state, healthy_epoch_end=True)
         self.tracker.flush_background()
         return state
 
@@ -273,10 +352,11 @@ def train(cfg: Mapping[str, Any], identity: str, cell_dir: Path, tracker: Tracke
             try:
                 if run.train_epoch(state, should_stop):
                     return Outcome("preempted", None, state)
+                state = run.end_epoch(state)
             except _NonFinite as bad:
                 state = run.rollback(bad)
-                continue
-            state = run.end_epoch(state)
+            except _Collapsed as bad:
+                state = run.collapse_rollback(bad)
     finally:
         run.progress.close()
     final = state.history[-1]["test_accuracy"] if state.history else run.test_accuracy()

@@ -84,6 +84,14 @@ void approximate_gemm(const Multiplier& multiplier, const GemmOperand& a, const 
                       int64_t k, float* c, int64_t ldc, bool fast_path, const ParallelFor& parallel_for,
                       int num_threads);
 
+// Which kernel the CPU GEMM ran, counted for every approximate_gemm call with products (m * n * k of them),
+// process-wide and atomic. Read by the AmdnnPathCounts op (ops.path_counts()): a fast path that silently fell back
+// to the generic kernel shows here, and tests check that ordinary training takes the fast path.
+struct PathCounts {
+  int64_t fast_calls, generic_calls, fast_products, generic_products;
+};
+PathCounts path_counts();
+
 // A ParallelFor that runs everything on the calling thread.
 void run_serially(int64_t num_tasks, int64_t cost_per_task, const std::function<void(int64_t, int64_t)>& work);
 

@@ -8,6 +8,7 @@
 //   both operands (exponent sums in [128, 380]), which holds for any practical layer; otherwise the generic kernel
 //   runs. Both accumulate each C element over k in order, so they agree bit for bit.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -484,8 +485,17 @@ void run_gemm(const GemmProblem& g, const ParallelFor& parallel_for) {
   });
 }
 
+// fast calls, generic calls, fast products, generic products (see PathCounts). Relaxed: counters, no ordering.
+std::atomic<int64_t> path_counters[4];
+
+void count_path(bool fast, int64_t products) {
+  path_counters[fast ? 0 : 1].fetch_add(1, std::memory_order_relaxed);
+  path_counters[fast ? 2 : 3].fetch_add(products, std::memory_order_relaxed);
+}
+
 template <Mode M>
 void run_mode(const GemmProblem& g, bool fast, const ParallelFor& parallel_for) {
+  count_path(has_fast_kernel<M>() && fast, g.m * g.n * g.k);
   if (has_fast_kernel<M>() && fast) {
     run_gemm<M, has_fast_kernel<M>()>(g, parallel_for);
   } else {
@@ -531,6 +541,11 @@ void approximate_gemm(const Multiplier& multiplier, const GemmOperand& a, const 
     case Mode::kMit16: return run_mode<Mode::kMit16>(g, fast_path, parallel_for);
     case Mode::kTable: return run_mode<Mode::kTable>(g, fast_path, parallel_for);
   }
+}
+
+PathCounts path_counts() {
+  return PathCounts{path_counters[0].load(std::memory_order_relaxed), path_counters[1].load(std::memory_order_relaxed),
+                    path_counters[2].load(std::memory_order_relaxed), path_counters[3].load(std::memory_order_relaxed)};
 }
 
 void run_serially(int64_t num_tasks, int64_t, const std::function<void(int64_t, int64_t)>& work) {

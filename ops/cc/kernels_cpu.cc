@@ -221,8 +221,26 @@ class MatMulOp : public AmdnnKernel {
   bool transpose_a_, transpose_b_;
 };
 
+// ------------------------------------------------------------------------------------------------ path counts
+
+class PathCountsOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Compute(OpKernelContext* ctx) override {
+    Tensor* out = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({4}), &out));
+    const PathCounts counts = path_counts();
+    auto v = out->vec<int64_t>();
+    v(0) = counts.fast_calls;
+    v(1) = counts.generic_calls;
+    v(2) = counts.fast_products;
+    v(3) = counts.generic_products;
+  }
+};
+
 }  // namespace
 
+REGISTER_KERNEL_BUILDER(Name("AmdnnPathCounts").Device(::tensorflow::DEVICE_CPU), PathCountsOp);
 REGISTER_KERNEL_BUILDER(Name("AmdnnConv2D").Device(::tensorflow::DEVICE_CPU), Conv2DOp);
 REGISTER_KERNEL_BUILDER(Name("AmdnnConv2DBackpropInput").Device(::tensorflow::DEVICE_CPU).HostMemory("input_sizes"),
                         Conv2DBackpropInputOp);

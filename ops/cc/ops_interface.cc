@@ -113,4 +113,14 @@ REGISTER_OP("AmdnnMatMul")
     .SetShapeFn(::tensorflow::shape_inference::MatMulShape)
     .Doc("2-D matrix product, every product through the multiplier (a is the left operand), fp32 accumulation.");
 
+REGISTER_OP("AmdnnPathCounts")
+    .Output("counts: int64")
+    .SetIsStateful()  // a fresh reading at every run: never folded or cached
+    .SetShapeFn([](InferenceContext* c) {
+      c->set_output(0, c->Vector(4));
+      return Status();
+    })
+    .Doc("Process-wide counts of the CPU GEMM's paths since the library was loaded: [fast calls, generic calls, "
+         "fast products, generic products].");
+
 }  // namespace amdnn
