@@ -1,13 +1,14 @@
 """A real single-node Slurm for the cluster tests, private to them: munge, MariaDB, slurmdbd, slurmctld, slurmd.
 
-Follows ../shared/CLUSTER.md, with everything in one private folder (ROOT, default /var/lib/amdnn-test-slurm):
-configuration, munge key and socket, MariaDB data, Slurm state, spool, logs and pid files. The daemons read their
-configuration from there (`-f`, and SLURM_CONF for slurmdbd); clients find it through SLURM_CONF, which the test
-session sets in its own environment so that every command the product runs (sbatch, squeue, sacct, scancel, the
-Torque wrappers qsub/qstat/qdel) and every job inherits it. Ports are chosen free on this machine, the database
-user is new with a random password, and nothing under /etc is written: the suite runs beside a Slurm, munge or
-MariaDB the machine already has, and leaves them alone. Packages are installed with apt when missing (package
-defaults only; no configuration file is written).
+Debian 12's packages (Slurm 22.05, MariaDB 10.11, munge 0.5), started without an init system, with everything in one
+private folder (ROOT, default /var/lib/amdnn-test-slurm, or AMDNN_SLURM_DIR): configuration, munge key and socket,
+MariaDB data, Slurm state, spool, logs and pid files. The daemons read their configuration from there (`-f`, and
+SLURM_CONF for slurmdbd); clients find it through SLURM_CONF, which the test session sets in its own environment so
+that every command the product runs (sbatch, squeue, sacct, scancel, the Torque wrappers qsub/qstat/qdel) and every
+job inherits it. Ports are chosen free on this machine, the database user is new with a random password, and nothing
+under /etc is written: the suite runs beside a Slurm, munge or MariaDB the machine already has, and leaves them
+alone. Packages are installed with apt when missing (their own defaults, --force-confold: no configuration file the
+machine has is replaced, and this harness writes none outside ROOT).
 
 `SlurmCluster().start()` starts the daemons and records them (ROOT/cluster.json); `stop()` stops exactly those and
 removes ROOT. A cluster kept with AMDNN_KEEP_SLURM=1 is reused by the next session when its daemons still run.

@@ -92,11 +92,9 @@ def _final_weights(ck_root: Path) -> dict:
         return {k: f[k] for k in f.files}
 
 
-def _kill_job_processes(job_id: str, conf) -> list[int]:
-    """SIGKILL every process of the job on this machine, all stopped first so that none reacts to another's death:
-    what a crash or the OOM killer leaves. Slurm's own signals cannot do it: `scancel --signal=KILL` becomes a
-    cancellation, which gives the job a SIGTERM and the time to checkpoint."""
-    # The job id, and our cluster's configuration: another Slurm on this machine may have a job of the same number.
+def _job_processes(job_id: str, conf) -> list[int]:
+    """The processes of the job on this machine: its id, and our cluster's configuration (another Slurm here may have
+    a job of the same number)."""
     marks = {f"SLURM_JOB_ID={job_id}".encode(), *([f"SLURM_CONF={conf}".encode()] if conf else [])}
     pids = []
     for proc in Path("/proc").iterdir():
@@ -105,13 +103,19 @@ def _kill_job_processes(job_id: str, conf) -> list[int]:
                 pids.append(int(proc.name))
         except OSError:
             continue
+    return pids
+
+
+def _kill(pids: list[int]) -> None:
+    """SIGKILL them all, all stopped first so that none reacts to another's death: what a crash or the OOM killer
+    leaves. Slurm's own signals cannot do it: `scancel --signal=KILL` becomes a cancellation, which gives the job a
+    SIGTERM and the time to checkpoint."""
     for sig in (signal.SIGSTOP, signal.SIGKILL):
         for pid in pids:
             try:
                 os.kill(pid, sig)
             except ProcessLookupError:
                 pass
-    return pids
 
 
 def test_am16_cell_killed_and_walltime_cut_ends_bit_identical(slurm, sandbox, tmp_path):
@@ -120,17 +124,23 @@ def test_am16_cell_killed_and_walltime_cut_ends_bit_identical(slurm, sandbox, tm
     uninterrupted run's bit for bit."""
     seed = int(os.environ.get("AMDNN_TEST_SEED", time.time_ns() % 10**6))
     kill_after_s = random.Random(seed).uniform(0.0, 25.0)
-    print(f"kill {kill_after_s:.1f} s after the job started running (AMDNN_TEST_SEED={seed})")
+    print(f"kill {kill_after_s:.1f} s after the job's first process started (AMDNN_TEST_SEED={seed})")
     sandbox.launch(*LONG_CELL, "cluster.walltime=00:01:00", "cluster.max_requeues=30")
     reference = _reference(tmp_path, LONG_CELL)
     (record,) = sandbox.records()
     first = record["jobs"][0]["id"]
-    sandbox.wait(lambda rows: rows[0]["state"] == "running", timeout=120, poll=0.5, what="the job running")
+    # From the moment the job's first process exists (Slurm may call a job running a while before it launches it).
+    deadline = time.time() + 180
+    while not _job_processes(first, slurm.conf):
+        if time.time() > deadline:
+            if slurm.conf is None:
+                pytest.skip(f"job {first} of AMDNN_TEST_SLURM=system runs on another machine: it cannot be killed here")
+            raise AssertionError(f"no process of job {first} appeared on this machine within 180 s")
+        time.sleep(0.2)
     time.sleep(kill_after_s)  # start-up, the first steps, a checkpoint write or an MLflow flush
-    killed = _kill_job_processes(first, slurm.conf)
-    if not killed and slurm.conf is None:
-        pytest.skip(f"job {first} of AMDNN_TEST_SLURM=system runs on another machine: it cannot be killed from here")
-    assert killed, f"no process of job {first} found on this machine"
+    killed = _job_processes(first, slurm.conf)
+    assert killed, f"job {first} ended on its own before the kill, {kill_after_s:.1f} s after it started"
+    _kill(killed)
     sandbox.wait(lambda rows: rows[0]["state"] == "failed", timeout=120, poll=1, what="the killed job seen dead")
     killed_log = "".join(p.read_text(errors="replace") for p in (sandbox.root / "sweep").rglob(f"{first}_*_log.out"))
     assert "preempted" not in killed_log, "the kill must not leave time for a checkpoint"
