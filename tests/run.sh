@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The test command (README quick start, and what .ci/run calls): sets up .venv on first use, then runs every test.
 # As root with apt, it also installs the system data the tests read (Debian's Fashion-MNIST); the cluster tests
-# install and start their own Slurm (tests/cluster/).
+# install the Slurm packages if missing and start a private Slurm (configuration, state and database under
+# /var/lib/amdnn-test-slurm, free ports, SLURM_CONF) beside any Slurm the machine has, without writing to /etc, and
+# stop it at the end (tests/cluster/slurm_cluster.py). AMDNN_TEST_SLURM=system runs them on the machine's own Slurm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! dpkg -s dataset-fashion-mnist >/dev/null 2>&1; then

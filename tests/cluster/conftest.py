@@ -10,25 +10,38 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from slurm_cluster import SlurmCluster, Unavailable  # noqa: E402
+import slurm_cluster  # noqa: E402
+
+
+def _not_here(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true and {reason}")
+    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
 def slurm():
-    """A running Slurm with accounting and the Torque wrappers; skipped (failed under CI=true) when it cannot run."""
-    reason = SlurmCluster.unavailable_reason()
+    """A running Slurm with accounting and the Torque wrappers; skipped (failed under CI=true) when it cannot run.
+
+    The private cluster's slurm.conf is exported as SLURM_CONF for the whole session: every command the product runs
+    (sbatch, squeue, sacct, scancel, scontrol, qsub, qstat, qdel) and every job it submits inherits it.
+    """
+    cluster = slurm_cluster.cluster()
+    reason = cluster.unavailable_reason()
     if reason:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true and {reason}")
-        pytest.skip(reason)
-    cluster = SlurmCluster()
+        _not_here(reason)
     try:
         cluster.start()
-    except Unavailable as e:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip(str(e))
+    except slurm_cluster.Unavailable as e:
+        _not_here(str(e))
+    before = os.environ.get("SLURM_CONF")
+    if cluster.conf is not None:
+        os.environ["SLURM_CONF"] = str(cluster.conf)
     yield cluster
+    if before is None:
+        os.environ.pop("SLURM_CONF", None)
+    else:
+        os.environ["SLURM_CONF"] = before
     if os.environ.get("AMDNN_KEEP_SLURM") != "1":
         cluster.stop()
 

@@ -4,7 +4,6 @@ qstat output (test_cluster_qstat.py); everything that talks to a scheduler is ex
 """
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
@@ -56,10 +55,11 @@ def test_pbs_qdel_through_the_plugin(slurm, tmp_path, monkeypatch):
     executor.update_parameters(job_name="sleeper", walltime="00:05:00", ncpus=1, mem="1GB", flavour="torque",
                                warn_before_s=30)
     job = executor.submit(time.sleep, 120)
-    assert job.state in ("PENDING", "RUNNING")
+    info = job.watcher.get_info(job.job_id, mode="force")  # qstat -f text, parsed
+    assert info["State"] in ("PENDING", "RUNNING") and info["job_state"] in ("Q", "R"), info
+    assert info["Job_Name"] == "sleeper" and info["Resource_List.walltime"] == "00:05:00", info
     job.cancel()
     deadline = time.time() + 60
     while time.time() < deadline and job.watcher.get_state(job.job_id, mode="force") in ("PENDING", "RUNNING"):
         time.sleep(1)
     assert job.watcher.get_state(job.job_id, mode="force") not in ("PENDING", "RUNNING")
-    assert json.dumps(job.get_info())  # qstat -f text, parsed

@@ -1,17 +1,20 @@
 """qstat parsers and the PBS plugin's plumbing, without a scheduler.
 
-No PBS Pro server can run here (Debian has none), so PBS Pro's `qstat -x -f -F json` is read from a file written in
-the layout and attribute names of PBS Pro 2022 output on Gadi (data/qstat_pbspro_gadi.json). The Torque-style text is
-read both from a Torque-format sample and from output recorded from Slurm's Torque wrapper on this machine.
+No PBS Pro server can run here (Debian has none), so PBS Pro's `qstat -x -f -F json` is read from files written in
+the layout and attribute names of PBS Pro output on Gadi (data/qstat_pbspro_*.json): a valid one, and the invalid
+documents known PBS Pro builds really print (OpenPBS issues 1255, 2541 and PR 2049, 2672), fed to the reader through
+a stand-in for qstat. The Torque-style text is read both from a Torque-format sample and from output recorded from
+Slurm's Torque wrapper on this machine.
 """
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from orchestrator.cluster.pbs import qstat
-from orchestrator.cluster.pbs.executor import PBSInfoWatcher, job_id_from_qsub, submission_command
+from orchestrator.cluster.pbs import qstat, query
+from orchestrator.cluster.pbs.executor import PBSExecutor, PBSInfoWatcher, job_id_from_qsub, submission_command
 from orchestrator.cluster.resources import RESOURCE_NAMES, scheduler_resources, walltime_seconds
 
 DATA = Path(__file__).parent / "data"
@@ -98,12 +101,125 @@ def test_one_resource_table_covers_every_scheduler():
         scheduler_resources("sge", cluster)
 
 
-def test_submitit_finds_the_plugin_by_entry_point_or_registration():
-    """Installed (pip install -e .), submitit's entry points name the plugin; the job entry point registers it
-    either way."""
+def test_the_installed_entry_points_load_the_plugin(monkeypatch):
+    """Through the installed package's metadata (pip install -e .), as submitit finds plugins: a misspelt module or
+    class in pyproject.toml fails here."""
+    from importlib.metadata import entry_points
+
     from submitit.core import plugins
 
-    import orchestrator.cluster.pbs.__main__ as entry
+    from orchestrator.cluster.pbs.environment import PBSJobEnvironment
 
-    entry._register()
-    assert "pbs" in plugins.get_executors() and "pbs" in plugins.get_job_environments()
+    points = {p.name: p for p in entry_points(group="submitit") if p.value.startswith("orchestrator.")}
+    assert sorted(points) == ["executor", "job_environment"]
+    assert points["executor"].load() is PBSExecutor
+    assert points["job_environment"].load() is PBSJobEnvironment
+    # submitit itself, from the entry points alone (the cache may hold a registration made by another test).
+    monkeypatch.setattr(plugins, "_get_plugins", plugins._get_plugins.__wrapped__)
+    plugins.get_executors.cache_clear()
+    plugins.get_job_environments.cache_clear()
+    try:
+        assert plugins.get_executors()["pbs"] is PBSExecutor
+        assert isinstance(plugins.get_job_environments()["pbs"], PBSJobEnvironment)
+    finally:
+        plugins.get_executors.cache_clear()
+        plugins.get_job_environments.cache_clear()
+
+
+# ---- PBS Pro's JSON as real builds print it -------------------------------------------------------------------------
+
+def test_pbspro_json_with_broken_values_is_read_job_by_job():
+    """Unquoted numeric-looking values (issue 1255), invalid escapes \\' \\, from -V and bash functions (issue
+    2541, PR 2049), and an unescaped line break in a bash function: every state is read, and no value is guessed."""
+    text = (DATA / "qstat_pbspro_broken_variables.json").read_text()
+    with pytest.raises(ValueError):
+        __import__("json").loads(text)  # what the reader must survive
+    info, unreadable = qstat.read_pbspro_json(text)
+    assert {k: v["State"] for k, v in info.items()} == {
+        "12345685.gadi-pbs": "RUNNING", "12345686.gadi-pbs": "COMPLETED", "12345687.gadi-pbs": "PENDING",
+        "12345688.gadi-pbs": "RUNNING"}
+    # Repaired as PR 2049 repairs them: the value the user exported.
+    assert info["12345685.gadi-pbs"]["Variable_List"]["AMDNN_RUN"] == "005"
+    assert info["12345685.gadi-pbs"]["Variable_List"]["TZ_OFFSET"] == "+1000"
+    variables = info["12345686.gadi-pbs"]["Variable_List"]
+    assert variables["MYVAR"] == "'\"asads\"'" and variables["MYVAR2"] == "ab,c"
+    assert variables["MYVAR3"] == "/home/abc123/Mo\\'"
+    assert variables["BASH_FUNC_module%%"].startswith("() {  local IFS=,; eval `")
+    # A line break inside Variable_List cannot be repaired line by line: the job is read without its variables.
+    assert "Variable_List" not in info["12345688.gadi-pbs"]
+    # A line break elsewhere: not read at all, and said so (the caller asks again in the text form).
+    assert unreadable == ["12345689.gadi-pbs"]
+
+
+class FakeQstat:
+    """qstat's answers by command line, for query.py; records what was asked."""
+
+    def __init__(self, answers: dict):
+        self.answers = answers
+        self.calls: list = []
+
+    def __call__(self, command, **kw):
+        self.calls.append(" ".join(command))
+        return subprocess.CompletedProcess(command, 0, self.answers.get(" ".join(command), ""), "")
+
+
+@pytest.fixture
+def pbspro(monkeypatch):
+    monkeypatch.setenv("AMDNN_PBS_FLAVOUR", "pbspro")
+    query.qstat_flavour.cache_clear()
+    yield
+    query.qstat_flavour.cache_clear()
+
+
+def test_ids_missing_from_the_answer_are_asked_again_singly(pbspro):
+    """OpenPBS issue 2672: `qstat -f -F json A B` answers A only. B must not look forgotten (that is: dead)."""
+    fake = FakeQstat({
+        "qstat -x -f -F json 12345690.gadi-pbs 12345691.gadi-pbs": (DATA / "qstat_pbspro_first_only.json").read_text(),
+        "qstat -x -f -F json 12345691.gadi-pbs": (DATA / "qstat_pbspro_12345691.json").read_text()})
+    info = query.query_info(["12345691.gadi-pbs", "12345690.gadi-pbs"], run=fake)
+    assert {k: v["State"] for k, v in info.items()} == {"12345690.gadi-pbs": "RUNNING",
+                                                        "12345691.gadi-pbs": "TIMEOUT"}
+    assert fake.calls == ["qstat -x -f -F json 12345690.gadi-pbs 12345691.gadi-pbs",
+                          "qstat -x -f -F json 12345691.gadi-pbs"]
+
+
+def test_unreadable_json_falls_back_to_the_text_form_for_that_job_only(pbspro):
+    ids = [f"1234568{i}.gadi-pbs" for i in range(5, 10)]
+    fake = FakeQstat({"qstat -x -f -F json " + " ".join(ids): (DATA / "qstat_pbspro_broken_variables.json").read_text(),
+                      "qstat -x -f 12345689.gadi-pbs": (DATA / "qstat_pbspro_text_12345689.txt").read_text()})
+    states = query.query_states(ids, run=fake)
+    assert states == {"12345685.gadi-pbs": "RUNNING", "12345686.gadi-pbs": "COMPLETED",
+                      "12345687.gadi-pbs": "PENDING", "12345688.gadi-pbs": "RUNNING",
+                      "12345689.gadi-pbs": "CANCELLED"}  # 271 = 256 + SIGTERM, from the text form
+    assert fake.calls[1:] == ["qstat -x -f 12345689.gadi-pbs"]
+
+
+def test_a_job_unreadable_both_ways_is_never_called_dead(pbspro):
+    broken = (DATA / "qstat_pbspro_broken_variables.json").read_text()
+    fake = FakeQstat({"qstat -x -f -F json 12345689.gadi-pbs": broken,
+                      "qstat -x -f 12345689.gadi-pbs": "qstat: cannot connect to server gadi-pbs-01 (errno=15010)"})
+    info = query.query_info(["12345689.gadi-pbs"], run=fake)
+    assert info["12345689.gadi-pbs"]["State"] == "UNKNOWN"  # the watcher keeps waiting
+    with pytest.raises(RuntimeError, match="12345689.gadi-pbs could not be read.*cannot tell whether"):
+        query.query_states(["12345689.gadi-pbs"], run=fake)
+
+
+def test_ids_qstat_does_not_know_are_left_out(pbspro):
+    """A job PBS has forgotten (past its history) is absent: the status table calls it dead, as it is."""
+    fake = FakeQstat({"qstat -x -f -F json 12345690.gadi-pbs 99.gadi-pbs":
+                      (DATA / "qstat_pbspro_first_only.json").read_text()})
+    assert query.query_states(["99.gadi-pbs", "12345690.gadi-pbs"], run=fake) == {"12345690.gadi-pbs": "RUNNING"}
+    assert fake.calls[1:] == ["qstat -x -f -F json 99.gadi-pbs"]
+
+
+def test_the_watcher_reads_every_job_through_the_same_queries(pbspro, monkeypatch):
+    fake = FakeQstat({
+        "qstat -x -f -F json 12345690.gadi-pbs 12345691": (DATA / "qstat_pbspro_first_only.json").read_text(),
+        "qstat -x -f -F json 12345691": (DATA / "qstat_pbspro_12345691.json").read_text()})
+    monkeypatch.setattr(query.subprocess, "run", fake)
+    watcher = PBSInfoWatcher()
+    watcher.register_job("12345690.gadi-pbs")
+    watcher.register_job("12345691")  # as qsub printed it
+    watcher.update()
+    assert watcher.get_state("12345690.gadi-pbs", mode="cache") == "RUNNING"
+    assert watcher.get_state("12345691", mode="cache") == "TIMEOUT"

@@ -1,10 +1,14 @@
 """Cluster sweeps on a real Slurm (started by the session fixture `slurm`): submission of a sweep as a job array,
-requeue through walltime cuts, and the resume command after a job was cancelled."""
+a custom-op cell killed and cut by its walltime that ends bit-identical to an uninterrupted one, and the resume
+command after a job was cancelled."""
 from __future__ import annotations
 
 import json
+import os
+import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -64,8 +68,10 @@ def test_sweep_2x2_submits_an_array_and_returns(slurm, sandbox):
     assert "4 cells: 0 queued, 0 running, 4 finished, 0 failed" in again.stdout  # wait=true: the table at the end
 
 
-# About 2.5 minutes of work when nothing interrupts it (digits, batch 4: ~0.5 s an epoch after ~15 s of start-up).
-LONG_CELL = ["mult=native", "train.batch_size=4", "train.optimizer.lr=0.01", "train.epochs=200"]
+# A custom-op cell (am16: every multiply through the compiled op) of about 100 s of work when nothing interrupts it
+# (digits, batch 4: ~1 s an epoch after ~15 s of start-up): with a 1-minute walltime it is cut at least once.
+# The native walltime path is covered by the PBS test (test_cluster_pbs.py), which runs on this Slurm too.
+LONG_CELL = ["mult=am16", "train.batch_size=4", "train.optimizer.lr=0.01", "train.epochs=100"]
 
 
 def _reference(tmp_path: Path, overrides: list[str]) -> subprocess.Popen:
@@ -78,25 +84,91 @@ def _reference(tmp_path: Path, overrides: list[str]) -> subprocess.Popen:
                             stderr=subprocess.DEVNULL)
 
 
-def test_walltime_cuts_requeue_until_the_cell_finishes(slurm, sandbox, tmp_path):
+def _final_weights(ck_root: Path) -> dict:
+    import numpy as np
+
+    (path,) = ck_root.glob("*/final_weights.npz")
+    with np.load(path) as f:
+        return {k: f[k] for k in f.files}
+
+
+def _job_processes(job_id: str, conf) -> list[int]:
+    """The processes of the job on this machine: its id, and our cluster's configuration (another Slurm here may have
+    a job of the same number)."""
+    marks = {f"SLURM_JOB_ID={job_id}".encode(), *([f"SLURM_CONF={conf}".encode()] if conf else [])}
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and marks <= set((proc / "environ").read_bytes().split(b"\0")):
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
+def _kill(pids: list[int]) -> None:
+    """SIGKILL them all, all stopped first so that none reacts to another's death: what a crash or the OOM killer
+    leaves. Slurm's own signals cannot do it: `scancel --signal=KILL` becomes a cancellation, which gives the job a
+    SIGTERM and the time to checkpoint."""
+    for sig in (signal.SIGSTOP, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+
+
+def test_am16_cell_killed_and_walltime_cut_ends_bit_identical(slurm, sandbox, tmp_path):
+    """Killed hard (SIGKILL to every process of the job: no checkpoint on the way out) at a random moment, resumed by
+    the resume command, then cut by its walltime and requeued: the final weights and every epoch's metrics equal an
+    uninterrupted run's bit for bit."""
+    seed = int(os.environ.get("AMDNN_TEST_SEED", time.time_ns() % 10**6))
+    kill_after_s = random.Random(seed).uniform(0.0, 25.0)
+    print(f"kill {kill_after_s:.1f} s after the job's first process started (AMDNN_TEST_SEED={seed})")
     sandbox.launch(*LONG_CELL, "cluster.walltime=00:01:00", "cluster.max_requeues=30")
     reference = _reference(tmp_path, LONG_CELL)
+    (record,) = sandbox.records()
+    first = record["jobs"][0]["id"]
+    # From the moment the job's first process exists (Slurm may call a job running a while before it launches it).
+    deadline = time.time() + 180
+    while not _job_processes(first, slurm.conf):
+        if time.time() > deadline:
+            if slurm.conf is None:
+                pytest.skip(f"job {first} of AMDNN_TEST_SLURM=system runs on another machine: it cannot be killed here")
+            raise AssertionError(f"no process of job {first} appeared on this machine within 180 s")
+        time.sleep(0.2)
+    time.sleep(kill_after_s)  # start-up, the first steps, a checkpoint write or an MLflow flush
+    killed = _job_processes(first, slurm.conf)
+    assert killed, f"job {first} ended on its own before the kill, {kill_after_s:.1f} s after it started"
+    _kill(killed)
+    sandbox.wait(lambda rows: rows[0]["state"] == "failed", timeout=120, poll=1, what="the killed job seen dead")
+    killed_log = "".join(p.read_text(errors="replace") for p in (sandbox.root / "sweep").rglob(f"{first}_*_log.out"))
+    assert "preempted" not in killed_log, "the kill must not leave time for a checkpoint"
+    assert "resubmitted as job" in sandbox.module("orchestrator.cluster.resume").stdout
+
     rows = sandbox.wait_all("finished", timeout=900)
     assert reference.wait(timeout=600) == 0
-
-    logs = job_logs(sandbox)
-    requeues = logs.count("Requeued job")
-    assert requeues >= 2, f"expected several walltime cuts, saw {requeues}:\n{logs[-3000:]}"
     (record,) = sandbox.records()
+    assert [j["how"] for j in record["jobs"]] == ["launch", "resume"]
+    (events_file,) = (sandbox.root / "ck").glob("*/events.jsonl")
+    events = [json.loads(line) for line in events_file.read_text().splitlines()]
+    cuts = [e for e in events if e["event"] == "preempted"]  # a checkpoint at the walltime warning
+    assert cuts and all(e["job_id"] == record["jobs"][1]["id"] for e in cuts), events
     (run,) = sandbox.finished_runs(1)
-    assert run.info.status == "FINISHED" and rows[0]["epoch"] == 200
-    _assert_every_epoch_once(sandbox, run, 200)
+    assert run.info.status == "FINISHED" and rows[0]["epoch"] == 100
+    _assert_every_epoch_once(sandbox, run, 100)
+
+    weights, ref_weights = _final_weights(sandbox.root / "ck"), _final_weights(tmp_path / "reference/ck")
+    assert sorted(weights) == sorted(ref_weights)
+    different = [k for k in weights if weights[k].tobytes() != ref_weights[k].tobytes()]
+    assert not different, f"final weights differ from the uninterrupted run in {different}"
     (ref_done,) = (tmp_path / "reference/ck").glob("*/done.json")
     ref = json.loads(ref_done.read_text())
     done = _done(sandbox)
     history = lambda d: [{k: v for k, v in e.items() if k != "epoch_time_s"} for e in d["history"]]  # noqa: E731
     assert history(done) == history(ref) and done["test_accuracy"] == ref["test_accuracy"]
-    print(f"{requeues} walltime requeues of job {record['jobs'][0]['id']}; final accuracy {done['test_accuracy']}")
+    print(f"killed job {first} after {kill_after_s:.1f} s, {len(cuts)} walltime cut(s) of job "
+          f"{record['jobs'][1]['id']}; final accuracy {done['test_accuracy']}")
 
 
 def _wait_for_checkpoint(sandbox, timeout: float) -> None:

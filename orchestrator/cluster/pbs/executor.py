@@ -4,8 +4,6 @@ continuation after a walltime cut must be a job of its own.
 """
 from __future__ import annotations
 
-import functools
-import os
 import re
 import shlex
 import shutil
@@ -20,75 +18,37 @@ from submitit.core import core, logger, utils
 from .. import scripts
 from ..resources import RESOURCE_NAMES, SUBMITIT_GENERIC
 from . import qstat
+# qstat_flavour and query_states are used from here by queue.py and the tests.
+from .query import parse_qstat, qstat_command, qstat_flavour, query_info, query_states  # noqa: F401
 from .script import make_pbs_script, valid_parameters
 
 
-@functools.lru_cache()
-def qstat_flavour() -> str:
-    """'pbspro' when qstat is PBS Pro's (it understands -F json), else 'torque' (Torque, or Slurm's wrappers).
-
-    AMDNN_PBS_FLAVOUR overrides the detection.
-    """
-    forced = os.environ.get("AMDNN_PBS_FLAVOUR")
-    if forced:
-        return forced
-    try:
-        out = subprocess.run(["qstat", "--version"], capture_output=True, text=True, timeout=30)
-        return "pbspro" if "pbs_version" in (out.stdout + out.stderr).lower() else "torque"
-    except (OSError, subprocess.TimeoutExpired):
-        return "torque"
-
-
-def qstat_command(job_ids: tp.Iterable[str]) -> tp.List[str]:
-    ids = [scripts.job_id(j) for j in job_ids]
-    if qstat_flavour() == "pbspro":
-        return ["qstat", "-x", "-f", "-F", "json", *ids]
-    return ["qstat", "-f", *ids]
-
-
-def parse_qstat(output: tp.Union[str, bytes]) -> tp.Dict[str, tp.Dict[str, tp.Any]]:
-    if qstat_flavour() == "pbspro":
-        return qstat.parse_pbspro_json(output)
-    return qstat.parse_torque_text(output)
-
-
-def query_states(job_ids: tp.Iterable[str]) -> tp.Dict[str, str]:
-    """{job id: state name} for the jobs qstat still knows; unknown ones are left out."""
-    ids = sorted(set(job_ids))
-    if not ids:
-        return {}
-    # qstat exits non-zero when one id is unknown but still prints the others: read stdout regardless.
-    proc = subprocess.run(qstat_command(ids), capture_output=True, text=True, timeout=120)
-    info = parse_qstat(proc.stdout)
-    by_short = {qstat.short_id(k): v["State"] for k, v in info.items()}
-    return {j: by_short[qstat.short_id(j)] for j in ids if qstat.short_id(j) in by_short}
-
-
 class PBSInfoWatcher(core.InfoWatcher):
-    """Job states from qstat, for every registered unfinished job in one call."""
+    """Job states from qstat, for every registered unfinished job in one call (plus the re-asks of query.py)."""
 
     def _make_command(self) -> tp.Optional[tp.List[str]]:
         to_check = self._registered - self._finished
         return qstat_command(sorted(to_check)) if to_check else None
 
     def update(self) -> None:
-        command = self._make_command()
-        if command is None:
+        to_check = sorted(self._registered - self._finished)
+        if not to_check:
             return
         self._num_calls += 1
-        proc = subprocess.run(command, capture_output=True, timeout=120)
-        self._output = proc.stdout
         try:
-            self._info_dict.update(self.read_info(proc.stdout))
-        except ValueError as e:
-            logger.get_logger().warning(f"Could not read qstat's output ({e}); job states may be stale.")
+            self._info_dict.update(self._indexed(query_info(to_check)))
+        except (OSError, subprocess.SubprocessError) as e:
+            logger.get_logger().warning(f"Could not run qstat ({e}); job states may be stale.")
         self._last_status_check = time.time()
         for job_id in self._registered - self._finished:
             if self.is_done(job_id, mode="cache"):
                 self._finished.add(job_id)
 
     def read_info(self, string: tp.Union[bytes, str]) -> tp.Dict[str, tp.Dict[str, str]]:
-        info = parse_qstat(string)
+        """One qstat answer, indexed by every form of the ids (submitit's hook; `update` asks through query.py)."""
+        return self._indexed(parse_qstat(string))
+
+    def _indexed(self, info: tp.Dict[str, tp.Dict[str, tp.Any]]) -> tp.Dict[str, tp.Dict[str, tp.Any]]:
         # qsub may print '123.server' while qstat prints '123' (or the reverse): index by both.
         out = dict(info)
         out.update({qstat.short_id(k): v for k, v in info.items()})

@@ -1,11 +1,13 @@
-"""Parsers for qstat: PBS Pro's `qstat -x -f -F json` and the Torque-style `qstat -f` text (Torque itself, and
-Slurm's Torque wrappers). Both give, per job id, the raw attributes plus "State", a state name in submitit's
-(Slurm's) vocabulary so that submitit's watcher logic (`is_done`) works unchanged.
+"""Parsers for qstat: PBS Pro's `qstat -x -f -F json` and the Torque-style `qstat -f` text (Torque itself, PBS Pro's
+text form, and Slurm's Torque wrappers). Both give, per job id, the raw attributes plus "State", a state name in
+submitit's (Slurm's) vocabulary so that submitit's watcher logic (`is_done`) works unchanged. PBS Pro's JSON is read
+tolerantly (pbspro_json.py): a job whose attributes cannot be read is reported as unreadable, never guessed.
 """
 from __future__ import annotations
 
-import json
 import typing as tp
+
+from . import pbspro_json
 
 # PBS job_state letter -> state name; finished letters are refined by the exit status (see `state_name`).
 _LETTER_STATES = {
@@ -46,22 +48,23 @@ def _int(value: tp.Any) -> tp.Optional[int]:
         return None
 
 
+def _with_state(info: tp.Dict[str, tp.Any]) -> tp.Dict[str, tp.Any]:
+    exit_status = _int(info.get("Exit_status", info.get("exit_status")))
+    info["State"] = state_name(str(info.get("job_state", "")), exit_status)
+    info["ExitStatus"] = exit_status
+    return info
+
+
+def read_pbspro_json(text: tp.Union[str, bytes]) -> tp.Tuple[tp.Dict[str, tp.Dict[str, tp.Any]], tp.List[str]]:
+    """`qstat -x -f -F json [ids]` -> ({job id: attributes + State}, ids of jobs whose attributes were unreadable)."""
+    jobs, unreadable = pbspro_json.read_jobs(text)
+    return {job_id: _with_state(dict(attrs)) for job_id, attrs in jobs.items()}, unreadable
+
+
 def parse_pbspro_json(text: tp.Union[str, bytes]) -> tp.Dict[str, tp.Dict[str, tp.Any]]:
-    """`qstat -x -f -F json [ids]` -> {job id: attributes + State}. No "Jobs" key (nothing matched) -> {}."""
-    if isinstance(text, bytes):
-        text = text.decode()
-    text = text.strip()
-    if not text:
-        return {}
-    data = json.loads(text)
-    out = {}
-    for job_id, attrs in (data.get("Jobs") or {}).items():
-        info = dict(attrs)
-        exit_status = _int(info.get("Exit_status"))
-        info["State"] = state_name(str(info.get("job_state", "")), exit_status)
-        info["ExitStatus"] = exit_status
-        out[job_id] = info
-    return out
+    """`qstat -x -f -F json [ids]` -> {job id: attributes + State} for the jobs it could read. No "Jobs" key (nothing
+    matched) -> {}."""
+    return read_pbspro_json(text)[0]
 
 
 def parse_torque_text(text: tp.Union[str, bytes]) -> tp.Dict[str, tp.Dict[str, tp.Any]]:
@@ -90,9 +93,7 @@ def parse_torque_text(text: tp.Union[str, bytes]) -> tp.Dict[str, tp.Dict[str, t
         elif info is not None and last_key is not None:
             info[last_key] += line
     for info in out.values():
-        exit_status = _int(info.get("exit_status", info.get("Exit_status")))
-        info["State"] = state_name(str(info.get("job_state", "")), exit_status)
-        info["ExitStatus"] = exit_status
+        _with_state(info)
     return out
 
 
