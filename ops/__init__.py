@@ -10,6 +10,9 @@ The public API, usable from any TensorFlow program (ops knows nothing of models,
     ops.path_counts()                      how many GEMM calls took the fast and the generic CPU kernel
     python -m ops.build                    compile the kernels now (normally done on first use)
 
+PyTorch users: `from ops import torch_ops` (torch_ops.conv2d / torch_ops.matmul in torch's conventions, CPU and CUDA,
+built on first use by ops/torch_build.py). ops itself imports neither TensorFlow nor torch.
+
 Attributes are resolved on first access, so `import ops` stays cheap and TensorFlow loads only when an op is used.
 """
 

@@ -43,10 +43,6 @@ class Checkpoint:
     arrays: dict[str, np.ndarray]
 
 
-# The project's one atomic write (ops/atomic.py), under the name orchestrator/trainer.py imports it by.
-atomic_write = write_bytes
-
-
 def _manifest_digest(manifest: Mapping[str, Any]) -> str:
     body = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
@@ -65,12 +61,12 @@ def save(cell_dir: Path, step: int, arrays: Mapping[str, np.ndarray], meta: Mapp
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     payload = buffer.getvalue()
-    atomic_write(folder / f"{stem}.npz", payload)
+    write_bytes(folder / f"{stem}.npz", payload)
     manifest = {"format": FORMAT, "step": int(step), "payload": f"{stem}.npz", "payload_bytes": len(payload),
                 "payload_sha256": hashlib.sha256(payload).hexdigest(), "meta": dict(meta)}
     manifest["manifest_sha256"] = _manifest_digest(manifest)
     path = folder / f"{stem}.json"
-    atomic_write(path, json.dumps(manifest, indent=1, sort_keys=True).encode())
+    write_bytes(path, json.dumps(manifest, indent=1, sort_keys=True).encode())
     _prune(folder, keep_last)
     return path
 

@@ -35,9 +35,10 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from ops.atomic import write_bytes
+
 from . import checkpoints, collapse, optim, paths
 from .cellfiles import FINAL_WEIGHTS, LAST_GOOD_EPOCH, SKIPS
-from .checkpoints import atomic_write
 from .config import mult_spec
 from .progress import Progress
 from .tracking import FINAL_KEY, Tracker
@@ -255,7 +256,7 @@ class _Run:
         """Record the bad step as skipped, then go back to the last good checkpoint (bounded)."""
         self.skips["rollbacks"] += 1
         self.skips["steps"] = sorted(set(self.skips["steps"]) | {bad.step})
-        atomic_write(self.cell_dir / SKIPS, json.dumps(self.skips).encode())  # before the replay: a crash keeps it
+        write_bytes(self.cell_dir / SKIPS, json.dumps(self.skips).encode())  # before the replay: a crash keeps it
         self.tracker.set_tags({"amdnn.nan_rollbacks": self.skips["rollbacks"],
                                "amdnn.skipped_steps": ",".join(map(str, self.skips["steps"]))[:4000]})
         print(f"[amdnn] {bad}: rollback {self.skips['rollbacks']} of at most {self.nan_limit} to the last good "
@@ -279,7 +280,7 @@ class _Run:
         if good is None:
             raise CollapseRollbacksExhausted(f"{bad}; no healthy epoch end to go back to")
         done.append({"epoch": bad.epoch + 1, "from_step": good.step, "lr_factor": factor, "reason": bad.reason})
-        atomic_write(self.cell_dir / SKIPS, json.dumps(self.skips).encode())  # before the replay: a crash keeps it
+        write_bytes(self.cell_dir / SKIPS, json.dumps(self.skips).encode())  # before the replay: a crash keeps it
         self.tracker.set_tags({"amdnn.collapse_rollbacks": len(done),
                                "amdnn.lr_scale": f"{self.lr_scale(good.step):.6g}",
                                "amdnn.last_collapse": str(bad)[:4000]})
@@ -369,4 +370,4 @@ def save_final_weights(model, path: Path) -> None:
     """The trained model's variables by their Keras paths (fc1/kernel, ...): np.load(path) gives them back."""
     buffer = io.BytesIO()
     np.savez(buffer, **{v.path: np.asarray(v.numpy()) for v in model.variables})
-    atomic_write(path, buffer.getvalue())
+    write_bytes(path, buffer.getvalue())
