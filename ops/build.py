@@ -9,6 +9,10 @@ load the same file.
 
     python -m ops.build            build now (e.g. on a login node) and report what was built, where, for which TF
     python -m ops.build --info     report only; build nothing
+    python -m ops.build --cuda [--cuda-arch sm_70,sm_80,sm_90]
+                                   the CUDA-enabled library: the CPU kernels and the GPU kernels in one library (an
+                                   op is registered once per process); nvcc, architectures: ops/cuda_build.py. Its
+                                   cache key adds the CUDA version and the architectures.
 
 AMDNN_OPS_CACHE sets the cache directory (default ~/.cache/amdnn/ops); CXX the compiler (default g++);
 AMDNN_OPS_TARGET a lower target than the CPU's best (one of X86_TARGETS' names).
@@ -64,6 +68,8 @@ class BuildInfo:
     compiler: str
     source_hash: str
     built_at: str
+    cuda: str | None = None  # nvcc's release when the GPU kernels are in the library
+    cuda_arch: str | None = None  # what they were compiled for, e.g. "sm_70,sm_80,sm_90,compute_90"
 
 
 def cpu_flags() -> set[str]:
@@ -138,33 +144,50 @@ def source_hash() -> str:
     return digest.hexdigest()[:16]
 
 
-def _build_key(tf_version: str, target: str, cxx_version: str) -> str:
-    text = json.dumps([source_hash(), tf_version, target, cxx_version, COMMON_FLAGS])
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
+def _build_key(tf_version: str, target: str, cxx_version: str, cuda=None) -> str:
+    parts = [source_hash(), tf_version, target, cxx_version, COMMON_FLAGS]
+    if cuda is not None:  # a CPU-only key stays what it was
+        from ops.cuda_build import nvcc_flags
+
+        parts += [cuda.version, list(cuda.archs), nvcc_flags()]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:20]
 
 
-def library_dir() -> Path:
-    """The cache folder of the library for this source, TF, CPU target and compiler (whether built or not)."""
+def library_dir(cuda=None) -> Path:
+    """The cache folder of the library for this source, TF, CPU target and compiler, and for `cuda` (a
+    cuda_build.CudaConfig) its CUDA version and architectures (whether built or not)."""
     tf = _tensorflow()
     cxx = compiler()
     target, _ = cpu_target()
-    return cache_root() / f"{target}-tf{tf.__version__}-{_build_key(tf.__version__, target, _compiler_version(cxx))}"
+    key = _build_key(tf.__version__, target, _compiler_version(cxx), cuda)
+    gpu = f"cuda{cuda.version}-{cuda.arch_text.replace(',', '+')}-" if cuda is not None else ""
+    return cache_root() / f"{target}-tf{tf.__version__}-{gpu}{key}"
 
 
-def _compile(out: Path) -> None:
+def _compile(out: Path, cuda=None) -> None:
     tf = _tensorflow()
     cxx = compiler()
     _, target_flags = cpu_target()
-    sources = [str(SOURCE_DIR / name) for name in CPU_SOURCES]
+    flags = [*COMMON_FLAGS, *target_flags, *tf.sysconfig.get_compile_flags()]
+    commands = [(flags, SOURCE_DIR / name) for name in CPU_SOURCES]
+    if cuda is not None:
+        from ops import cuda_build
+
+        commands.append(([*flags, *cuda_build.gpu_kernel_flags(tf.sysconfig.get_include())],
+                         SOURCE_DIR / cuda_build.GPU_KERNEL_SOURCE))
     objects = []
     with tempfile.TemporaryDirectory(dir=out.parent) as scratch:
         # One compiler per source, in parallel: TF's headers make each file take ~20 s.
         procs = []
-        for source in sources:
-            obj = Path(scratch) / (Path(source).stem + ".o")
-            cmd = [cxx, "-c", *COMMON_FLAGS, *target_flags, *tf.sysconfig.get_compile_flags(), source, "-o", str(obj)]
+        for source_flags, source in commands:
+            obj = Path(scratch) / (source.stem + ".o")
+            cmd = [cxx, "-c", *source_flags, str(source), "-o", str(obj)]
             procs.append((cmd, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
             objects.append(str(obj))
+        if cuda is not None:  # the CUDA core: plain nvcc, no TF headers
+            for cmd, obj in cuda_build.cuda_compile_commands(cuda, cxx, Path(scratch), SOURCE_DIR):
+                procs.append((cmd, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+                objects.append(obj)
         failures = []
         for cmd, proc in procs:
             output, _ = proc.communicate()
@@ -173,6 +196,7 @@ def _compile(out: Path) -> None:
         if failures:
             raise BuildError("compiling the AMDNN ops failed:\n" + "\n".join(failures)[-8000:])
         tmp = Path(scratch) / LIBRARY_NAME
+        # No -lcudart for the GPU kernels: libtensorflow_framework (in the link flags) exports the CUDA runtime.
         cmd = [cxx, *COMMON_FLAGS, *target_flags, *objects, "-o", str(tmp), *tf.sysconfig.get_link_flags()]
         result = subprocess.run(cmd, capture_output=True, text=True)
         if result.returncode != 0:
@@ -180,19 +204,21 @@ def _compile(out: Path) -> None:
         os.replace(tmp, out)  # atomic: a reader sees no file or the whole library
 
 
-def build(force: bool = False) -> BuildInfo:
-    """Build the library if this cache entry lacks it (one process at a time) and return what is there."""
-    directory = library_dir()
+def build(force: bool = False, cuda=None) -> BuildInfo:
+    """Build the library if this cache entry lacks it (one process at a time) and return what is there. cuda: a
+    cuda_build.CudaConfig for the CUDA-enabled library, None for the CPU-only one."""
+    directory = library_dir(cuda)
     directory.mkdir(parents=True, exist_ok=True)
     library = directory / LIBRARY_NAME
     info_path = directory / "build.json"
     with filelock.FileLock(str(directory) + ".lock"):
         if force or not library.exists() or not info_path.exists():
             started = time.time()
-            _compile(library)
+            _compile(library, cuda)
             tf = _tensorflow()
             info = BuildInfo(str(library), cpu_target()[0], tf.__version__, _compiler_version(compiler()),
-                             source_hash(), time.strftime("%Y-%m-%d %H:%M:%S %Z"))
+                             source_hash(), time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+                             cuda.version if cuda else None, cuda.arch_text if cuda else None)
             info_path.write_text(json.dumps(asdict(info), indent=2))
             print(f"amdnn: built the ops in {time.time() - started:.0f} s: {library}", file=sys.stderr)
     return BuildInfo(**json.loads(info_path.read_text()))
@@ -206,17 +232,30 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Build the AMDNN TensorFlow ops for this CPU and TensorFlow.")
     parser.add_argument("--info", action="store_true", help="report the cache entry for this machine; build nothing")
     parser.add_argument("--force", action="store_true", help="rebuild even if the cache has the library")
+    parser.add_argument("--cuda", action="store_true",
+                        help="the CUDA-enabled library (CPU and GPU kernels), with nvcc from CUDA_HOME or PATH")
+    parser.add_argument("--cuda-arch", metavar="ARCHS",
+                        help="with --cuda: comma-separated sm_XY (machine code) and compute_XY (PTX) targets; default: "
+                             "the visible GPU's, else sm_70,sm_80,sm_90,compute_90")
     args = parser.parse_args(argv)
+    if args.cuda_arch and not args.cuda:
+        parser.error("--cuda-arch needs --cuda")
     try:
+        cuda = None
+        if args.cuda:
+            from ops import cuda_build
+
+            cuda = cuda_build.config(args.cuda_arch)
         if args.info:
-            directory = library_dir()
+            directory = library_dir(cuda)
             info_path = directory / "build.json"
             if not info_path.exists():
-                print(f"not built yet for this machine: {directory} (run `python -m ops.build`)")
+                print(f"not built yet for this machine: {directory} (run `python -m ops.build"
+                      f"{' --cuda' if cuda else ''}`)")
                 return 1
             print(report(BuildInfo(**json.loads(info_path.read_text()))))
             return 0
-        print(report(build(force=args.force)))
+        print(report(build(force=args.force, cuda=cuda)))
     except BuildError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -224,4 +263,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run ops.build's own main, not this __main__ copy's: ops.cuda_build raises ops.build.BuildError, which a copy's
+    # `except BuildError` would not catch.
+    from ops.build import main as _main
+
+    sys.exit(_main())

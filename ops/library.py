@@ -1,13 +1,36 @@
-"""Loading the compiled ops: build on first use (ops.build), load once per process, register the gradients."""
+"""Loading the compiled ops: build on first use (ops.build), load once per process, register the gradients.
+
+Where TensorFlow sees a GPU, the CUDA-enabled library is loaded (CPU and GPU kernels, ops/cuda_build.py): built for
+the visible GPU with nvcc when there is one, else an existing CUDA build in the cache that covers the GPU (e.g. built
+on the login node); with neither, a BuildError says how to build it, never a silent fall back to CPU kernels. A
+machine without a GPU loads the CPU-only library.
+"""
 
 from __future__ import annotations
 
+import json
 import threading
 
-from ops.build import BuildError, build
+from ops.build import BuildError, BuildInfo, build
 
 _lock = threading.Lock()
 _library = None
+
+
+def _cuda_build(tf) -> BuildInfo:
+    """The CUDA-enabled library for the visible GPU (see the module docstring)."""
+    from ops import build as cpu_build
+    from ops import cuda_build
+
+    if cuda_build.find_nvcc() is not None:
+        return build(cuda=cuda_build.config())
+    found = cuda_build.existing_build(cpu_build.cache_root(), cpu_build.source_hash(), tf.__version__,
+                                      cpu_build.cpu_target()[0])
+    if found is None:
+        raise BuildError(f"TensorFlow sees a GPU ({tf.config.list_physical_devices('GPU')[0].name}) but the cache "
+                         f"{cpu_build.cache_root()} holds no CUDA build of these ops for it and there is no nvcc here "
+                         f"to build one: {cuda_build.HOW_TO_BUILD}.")
+    return BuildInfo(**json.loads(found.read_text()))
 
 
 def library():
@@ -17,13 +40,15 @@ def library():
         if _library is None:
             import tensorflow as tf
 
-            info = build()
+            info = _cuda_build(tf) if tf.config.list_physical_devices("GPU") else build()
             try:
                 _library = tf.load_op_library(info.library)
             except (tf.errors.NotFoundError, OSError) as error:
+                flags = " --cuda" if info.cuda_arch else ""
                 raise BuildError(
-                    f"the ops library {info.library} (built for TensorFlow {info.tensorflow}, target {info.target}) "
-                    f"does not load into this TensorFlow {tf.__version__}: {error}. Rebuild it with "
-                    "`python -m ops.build --force`.") from error
+                    f"the ops library {info.library} (built for TensorFlow {info.tensorflow}, target {info.target}"
+                    f"{', CUDA ' + str(info.cuda) + ' ' + info.cuda_arch if info.cuda_arch else ''}) does not load "
+                    f"into this TensorFlow {tf.__version__}: {error}. Rebuild it with "
+                    f"`python -m ops.build{flags} --force`.") from error
             from ops import gradients  # noqa: F401  (registers the gradient functions of the loaded ops)
     return _library

@@ -1,48 +1,44 @@
-// CPU OpKernels of the ops in ops_interface.cc: argument checks and conv geometry (TF's SAME/VALID rules), then
-// the framework-free CPU ops of conv_cpu.h, which the PyTorch binding calls too.
-#include <algorithm>
-#include <vector>
+// CPU OpKernels of the ops in ops_interface.cc: the shared kernels of kernels_common.h (argument checks and conv
+// geometry) over a CPU backend that calls the framework-free CPU ops of conv_cpu.h (which the PyTorch binding calls
+// too) on TF's CPU thread pool.
+#include <functional>
 
 #include "conv_cpu.h"
-#include "multiplier_setup.h"
-#include "tensorflow/core/framework/op_kernel.h"
-#include "tensorflow/core/framework/tensor.h"
-#include "tensorflow/core/framework/tensor_shape.h"
+#include "kernels_common.h"
 #include "tensorflow/core/lib/core/threadpool.h"
 
 namespace amdnn {
-
-using ::tensorflow::OpKernel;
-using ::tensorflow::OpKernelConstruction;
-using ::tensorflow::OpKernelContext;
-using ::tensorflow::Status;
-using ::tensorflow::Tensor;
-using ::tensorflow::TensorShape;
-namespace errors = ::tensorflow::errors;
-
+namespace kernels {
 namespace {
 
-// What every op shares: the multiplier attribute and the table input, and the thread pool.
-class AmdnnKernel : public OpKernel {
+// The CPU side of the shared kernels: the multiplier expanded on the host, the ops on TF's CPU worker threads.
+class CpuBackend {
  public:
-  explicit AmdnnKernel(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("multiplier", &multiplier_name_));
-    OP_REQUIRES(ctx, parse_mode(multiplier_name_, &mode_),
-                errors::InvalidArgument("unknown multiplier '", multiplier_name_, "'; valid: ", valid_mode_names()));
-  }
+  using Multiplier = ::amdnn::Multiplier;
 
- protected:
-  // Builds the multiplier from the table input (checked: empty, or 4^m bytes for the table mode).
-  bool load_multiplier(OpKernelContext* ctx, const Tensor& table, Multiplier* out) {
+  bool load_multiplier(const OpKernel& op, OpKernelContext* ctx, Mode mode, const Tensor& table, Multiplier* out) {
     const auto bytes = table.flat<uint8_t>();
-    const std::string problem = make_multiplier(mode_, bytes.data(), bytes.size(), out);
-    if (!problem.empty()) {
-      ctx->CtxFailure(__FILE__, __LINE__, errors::InvalidArgument(name(), ": ", problem));
-      return false;
-    }
-    return true;
+    return multiplier_ok(op, ctx, make_multiplier(mode, bytes.data(), bytes.size(), out));
   }
 
+  void conv2d(OpKernelContext* ctx, const Multiplier& mult, const ConvGeometry& g, const float* x, const float* w,
+              float* y) {
+    conv2d_cpu(mult, g, x, w, y, thread_pool(ctx), num_threads(ctx));
+  }
+  void conv2d_backprop_input(OpKernelContext* ctx, const Multiplier& mult, const ConvGeometry& g, const float* w,
+                             const float* dy, float* dx) {
+    conv2d_backprop_input_cpu(mult, g, w, dy, dx, thread_pool(ctx));
+  }
+  void conv2d_backprop_filter(OpKernelContext* ctx, const Multiplier& mult, const ConvGeometry& g, const float* x,
+                              const float* dy, float* dw) {
+    conv2d_backprop_filter_cpu(mult, g, x, dy, dw, thread_pool(ctx), num_threads(ctx));
+  }
+  void matmul(OpKernelContext* ctx, const Multiplier& mult, const float* a, const float* b, float* c, int64_t m,
+              int64_t n, int64_t k, bool transpose_a, bool transpose_b) {
+    matmul_cpu(mult, a, b, c, m, n, k, transpose_a, transpose_b, thread_pool(ctx), num_threads(ctx));
+  }
+
+ private:
   static int num_threads(OpKernelContext* ctx) {
     return ctx->device()->tensorflow_cpu_worker_threads()->num_threads;
   }
@@ -53,172 +49,6 @@ class AmdnnKernel : public OpKernel {
       pool->ParallelFor(n, cost, work);
     };
   }
-
-  Mode mode_;
-  std::string multiplier_name_;
-};
-
-// ------------------------------------------------------------------------------------------------ conv2d
-
-class ConvKernel : public AmdnnKernel {
- public:
-  explicit ConvKernel(OpKernelConstruction* ctx) : AmdnnKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("strides", &strides_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("dilations", &dilations_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("padding", &padding_));
-    OP_REQUIRES(ctx, strides_.size() == 2 && strides_[0] >= 1 && strides_[1] >= 1,
-                errors::InvalidArgument(name(), ": strides must be 2 positive integers [h, w], got ",
-                                        strides_.size(), " values"));
-    OP_REQUIRES(ctx, dilations_.size() == 2 && dilations_[0] >= 1 && dilations_[1] >= 1,
-                errors::InvalidArgument(name(), ": dilations must be 2 positive integers [h, w]"));
-  }
-
- protected:
-  // Geometry from the input and filter shapes, with TF's SAME/VALID rules; errors name both shapes.
-  Status geometry(const TensorShape& x, const TensorShape& w, ConvGeometry* g) const {
-    if (x.dims() != 4 || w.dims() != 4)
-      return errors::InvalidArgument(name(), ": input must be 4-D NHWC and filter 4-D HWIO; got input shape ",
-                                     x.DebugString(), " and filter shape ", w.DebugString());
-    if (x.dim_size(3) != w.dim_size(2))
-      return errors::InvalidArgument(name(), ": input channels ", x.dim_size(3), " differ from filter input channels ",
-                                     w.dim_size(2), "; input shape ", x.DebugString(), ", filter shape ",
-                                     w.DebugString());
-    *g = ConvGeometry{x.dim_size(0), x.dim_size(1), x.dim_size(2), x.dim_size(3), w.dim_size(0), w.dim_size(1),
-                      w.dim_size(3), strides_[0], strides_[1], dilations_[0], dilations_[1], 0, 0, 0, 0};
-    TF_RETURN_IF_ERROR(axis(g->in_h, g->filter_h, g->stride_h, g->dilation_h, x, w, &g->out_h, &g->pad_top));
-    TF_RETURN_IF_ERROR(axis(g->in_w, g->filter_w, g->stride_w, g->dilation_w, x, w, &g->out_w, &g->pad_left));
-    return Status();
-  }
-
-  TensorShape output_shape(const ConvGeometry& g) const { return TensorShape({g.batch, g.out_h, g.out_w, g.out_c}); }
-
- private:
-  Status axis(int64_t in, int64_t filter, int64_t stride, int64_t dilation, const TensorShape& x,
-              const TensorShape& w, int64_t* out, int64_t* pad_before) const {
-    const int64_t effective = (filter - 1) * dilation + 1;
-    if (padding_ == "SAME") {
-      *out = (in + stride - 1) / stride;
-      *pad_before = std::max<int64_t>((*out - 1) * stride + effective - in, 0) / 2;
-      return Status();
-    }
-    if (in < effective)
-      return errors::InvalidArgument(name(), ": with VALID padding the input (shape ", x.DebugString(),
-                                     ") is smaller than the dilated filter (shape ", w.DebugString(),
-                                     ", dilation ", dilation, "): the output would be empty or negative");
-    *out = (in - effective) / stride + 1;
-    *pad_before = 0;
-    return Status();
-  }
-
-  std::vector<int32_t> strides_, dilations_;
-  std::string padding_;
-};
-
-class Conv2DOp : public ConvKernel {
- public:
-  using ConvKernel::ConvKernel;
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& x = ctx->input(0);
-    const Tensor& w = ctx->input(1);
-    Multiplier multiplier;
-    if (!load_multiplier(ctx, ctx->input(2), &multiplier)) return;
-    ConvGeometry g;
-    OP_REQUIRES_OK(ctx, geometry(x.shape(), w.shape(), &g));
-    Tensor* y = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, output_shape(g), &y));
-    conv2d_cpu(multiplier, g, x.flat<float>().data(), w.flat<float>().data(), y->flat<float>().data(),
-               thread_pool(ctx), num_threads(ctx));
-  }
-};
-
-Status read_sizes(const char* op, const Tensor& sizes, TensorShape* shape) {
-  if (sizes.dims() != 1 || sizes.NumElements() != 4)
-    return errors::InvalidArgument(op, ": sizes must be a 4-element int32 vector, got shape ", sizes.shape().DebugString());
-  const auto v = sizes.vec<int32_t>();
-  for (int i = 0; i < 4; ++i)
-    if (v(i) < 0) return errors::InvalidArgument(op, ": sizes must be non-negative, got ", v(i), " at ", i);
-  *shape = TensorShape({v(0), v(1), v(2), v(3)});
-  return Status();
-}
-
-Status check_out_backprop(const char* op, const TensorShape& expected, const Tensor& dy) {
-  if (dy.shape() != expected)
-    return errors::InvalidArgument(op, ": out_backprop has shape ", dy.shape().DebugString(),
-                                   " but the conv's output shape is ", expected.DebugString());
-  return Status();
-}
-
-class Conv2DBackpropInputOp : public ConvKernel {
- public:
-  using ConvKernel::ConvKernel;
-  void Compute(OpKernelContext* ctx) override {
-    TensorShape x_shape;
-    OP_REQUIRES_OK(ctx, read_sizes("AmdnnConv2DBackpropInput", ctx->input(0), &x_shape));
-    const Tensor& w = ctx->input(1);
-    const Tensor& dy = ctx->input(2);
-    Multiplier multiplier;
-    if (!load_multiplier(ctx, ctx->input(3), &multiplier)) return;
-    ConvGeometry g;
-    OP_REQUIRES_OK(ctx, geometry(x_shape, w.shape(), &g));
-    OP_REQUIRES_OK(ctx, check_out_backprop("AmdnnConv2DBackpropInput", output_shape(g), dy));
-    Tensor* dx = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x_shape, &dx));
-    conv2d_backprop_input_cpu(multiplier, g, w.flat<float>().data(), dy.flat<float>().data(),
-                              dx->flat<float>().data(), thread_pool(ctx));
-  }
-};
-
-class Conv2DBackpropFilterOp : public ConvKernel {
- public:
-  using ConvKernel::ConvKernel;
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& x = ctx->input(0);
-    TensorShape w_shape;
-    OP_REQUIRES_OK(ctx, read_sizes("AmdnnConv2DBackpropFilter", ctx->input(1), &w_shape));
-    const Tensor& dy = ctx->input(2);
-    Multiplier multiplier;
-    if (!load_multiplier(ctx, ctx->input(3), &multiplier)) return;
-    ConvGeometry g;
-    OP_REQUIRES_OK(ctx, geometry(x.shape(), w_shape, &g));
-    OP_REQUIRES_OK(ctx, check_out_backprop("AmdnnConv2DBackpropFilter", output_shape(g), dy));
-    Tensor* dw = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, w_shape, &dw));
-    conv2d_backprop_filter_cpu(multiplier, g, x.flat<float>().data(), dy.flat<float>().data(),
-                               dw->flat<float>().data(), thread_pool(ctx), num_threads(ctx));
-  }
-};
-
-// ------------------------------------------------------------------------------------------------ matmul
-
-class MatMulOp : public AmdnnKernel {
- public:
-  explicit MatMulOp(OpKernelConstruction* ctx) : AmdnnKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("transpose_a", &transpose_a_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("transpose_b", &transpose_b_));
-  }
-
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& a = ctx->input(0);
-    const Tensor& b = ctx->input(1);
-    Multiplier multiplier;
-    if (!load_multiplier(ctx, ctx->input(2), &multiplier)) return;
-    OP_REQUIRES(ctx, a.dims() == 2 && b.dims() == 2,
-                errors::InvalidArgument(name(), ": a and b must be 2-D, got shapes ", a.shape().DebugString(),
-                                        " and ", b.shape().DebugString()));
-    const int64_t m = a.dim_size(transpose_a_ ? 1 : 0), k = a.dim_size(transpose_a_ ? 0 : 1);
-    const int64_t kb = b.dim_size(transpose_b_ ? 1 : 0), n = b.dim_size(transpose_b_ ? 0 : 1);
-    OP_REQUIRES(ctx, k == kb,
-                errors::InvalidArgument(name(), ": inner dimensions differ: a ", a.shape().DebugString(),
-                                        transpose_a_ ? " (transposed)" : "", " times b ", b.shape().DebugString(),
-                                        transpose_b_ ? " (transposed)" : ""));
-    Tensor* c = nullptr;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({m, n}), &c));
-    matmul_cpu(multiplier, a.flat<float>().data(), b.flat<float>().data(), c->flat<float>().data(), m, n, k,
-               transpose_a_, transpose_b_, thread_pool(ctx), num_threads(ctx));
-  }
-
- private:
-  bool transpose_a_, transpose_b_;
 };
 
 // ------------------------------------------------------------------------------------------------ path counts
@@ -241,11 +71,12 @@ class PathCountsOp : public OpKernel {
 }  // namespace
 
 REGISTER_KERNEL_BUILDER(Name("AmdnnPathCounts").Device(::tensorflow::DEVICE_CPU), PathCountsOp);
-REGISTER_KERNEL_BUILDER(Name("AmdnnConv2D").Device(::tensorflow::DEVICE_CPU), Conv2DOp);
+REGISTER_KERNEL_BUILDER(Name("AmdnnConv2D").Device(::tensorflow::DEVICE_CPU), Conv2DOp<CpuBackend>);
 REGISTER_KERNEL_BUILDER(Name("AmdnnConv2DBackpropInput").Device(::tensorflow::DEVICE_CPU).HostMemory("input_sizes"),
-                        Conv2DBackpropInputOp);
+                        Conv2DBackpropInputOp<CpuBackend>);
 REGISTER_KERNEL_BUILDER(Name("AmdnnConv2DBackpropFilter").Device(::tensorflow::DEVICE_CPU).HostMemory("filter_sizes"),
-                        Conv2DBackpropFilterOp);
-REGISTER_KERNEL_BUILDER(Name("AmdnnMatMul").Device(::tensorflow::DEVICE_CPU), MatMulOp);
+                        Conv2DBackpropFilterOp<CpuBackend>);
+REGISTER_KERNEL_BUILDER(Name("AmdnnMatMul").Device(::tensorflow::DEVICE_CPU), MatMulOp<CpuBackend>);
 
+}  // namespace kernels
 }  // namespace amdnn

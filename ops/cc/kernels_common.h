@@ -1,0 +1,235 @@
+// The TensorFlow OpKernels of the ops, shared by every device: attributes, argument and shape checks, the conv
+// geometry (TF's SAME/VALID rules) and their error messages, written once. Each op is a class template over a
+// Backend, the device-specific part: kernels_cpu.cc (CpuBackend, the CPU ops of conv_cpu.h) and kernels_gpu.cc
+// (GpuBackend, the CUDA core of gemm_cuda.h) instantiate and register them.
+//
+// A Backend is an object held by each kernel (it may keep state, e.g. a device copy of the table) with:
+//   using Multiplier = ...;   what its launches read
+//   bool load_multiplier(const OpKernel& op, OpKernelContext* ctx, Mode mode, const Tensor& table, Multiplier* out);
+//       false after failing ctx with the error of make_multiplier (multiplier_setup.h), prefixed by the op's name
+//   void conv2d(ctx, mult, g, x, w, y);  conv2d_backprop_input(ctx, mult, g, w, dy, dx);
+//   void conv2d_backprop_filter(ctx, mult, g, x, dy, dw);  matmul(ctx, mult, a, b, c, m, n, k, ta, tb);
+//       on the device's memory; a failed launch fails ctx
+#ifndef AMDNN_OPS_CC_KERNELS_COMMON_H_
+#define AMDNN_OPS_CC_KERNELS_COMMON_H_
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "conv_geometry.h"
+#include "multiplier_setup.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+
+namespace amdnn {
+namespace kernels {
+
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::Status;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+namespace errors = ::tensorflow::errors;
+
+// Fails ctx with the problem make_multiplier reported (if any), as every backend words it; true when there was none.
+inline bool multiplier_ok(const OpKernel& op, OpKernelContext* ctx, const std::string& problem) {
+  if (problem.empty()) return true;
+  ctx->CtxFailure(__FILE__, __LINE__, errors::InvalidArgument(op.name(), ": ", problem));
+  return false;
+}
+
+// What every op shares: the multiplier attribute, and the backend that loads the table input and launches.
+template <typename Backend>
+class AmdnnKernel : public OpKernel {
+ public:
+  explicit AmdnnKernel(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("multiplier", &multiplier_name_));
+    OP_REQUIRES(ctx, parse_mode(multiplier_name_, &mode_),
+                errors::InvalidArgument("unknown multiplier '", multiplier_name_, "'; valid: ", valid_mode_names()));
+  }
+
+ protected:
+  // The multiplier from the table input (checked: empty, or 4^m bytes for the table mode).
+  bool load_multiplier(OpKernelContext* ctx, const Tensor& table, typename Backend::Multiplier* out) {
+    return backend_.load_multiplier(*this, ctx, mode_, table, out);
+  }
+
+  Backend backend_;
+  Mode mode_;
+  std::string multiplier_name_;
+};
+
+// ------------------------------------------------------------------------------------------------ conv2d
+
+inline Status read_sizes(const char* op, const Tensor& sizes, TensorShape* shape) {
+  if (sizes.dims() != 1 || sizes.NumElements() != 4)
+    return errors::InvalidArgument(op, ": sizes must be a 4-element int32 vector, got shape ", sizes.shape().DebugString());
+  const auto v = sizes.vec<int32_t>();
+  for (int i = 0; i < 4; ++i)
+    if (v(i) < 0) return errors::InvalidArgument(op, ": sizes must be non-negative, got ", v(i), " at ", i);
+  *shape = TensorShape({v(0), v(1), v(2), v(3)});
+  return Status();
+}
+
+inline Status check_out_backprop(const char* op, const TensorShape& expected, const Tensor& dy) {
+  if (dy.shape() != expected)
+    return errors::InvalidArgument(op, ": out_backprop has shape ", dy.shape().DebugString(),
+                                   " but the conv's output shape is ", expected.DebugString());
+  return Status();
+}
+
+template <typename Backend>
+class ConvKernel : public AmdnnKernel<Backend> {
+ public:
+  explicit ConvKernel(OpKernelConstruction* ctx) : AmdnnKernel<Backend>(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("strides", &strides_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("dilations", &dilations_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("padding", &padding_));
+    OP_REQUIRES(ctx, strides_.size() == 2 && strides_[0] >= 1 && strides_[1] >= 1,
+                errors::InvalidArgument(this->name(), ": strides must be 2 positive integers [h, w], got ",
+                                        strides_.size(), " values"));
+    OP_REQUIRES(ctx, dilations_.size() == 2 && dilations_[0] >= 1 && dilations_[1] >= 1,
+                errors::InvalidArgument(this->name(), ": dilations must be 2 positive integers [h, w]"));
+  }
+
+ protected:
+  // Geometry from the input and filter shapes, with TF's SAME/VALID rules; errors name both shapes.
+  Status geometry(const TensorShape& x, const TensorShape& w, ConvGeometry* g) const {
+    if (x.dims() != 4 || w.dims() != 4)
+      return errors::InvalidArgument(this->name(), ": input must be 4-D NHWC and filter 4-D HWIO; got input shape ",
+                                     x.DebugString(), " and filter shape ", w.DebugString());
+    if (x.dim_size(3) != w.dim_size(2))
+      return errors::InvalidArgument(this->name(), ": input channels ", x.dim_size(3),
+                                     " differ from filter input channels ", w.dim_size(2), "; input shape ",
+                                     x.DebugString(), ", filter shape ", w.DebugString());
+    *g = ConvGeometry{x.dim_size(0), x.dim_size(1), x.dim_size(2), x.dim_size(3), w.dim_size(0), w.dim_size(1),
+                      w.dim_size(3), strides_[0], strides_[1], dilations_[0], dilations_[1], 0, 0, 0, 0};
+    TF_RETURN_IF_ERROR(axis(g->in_h, g->filter_h, g->stride_h, g->dilation_h, x, w, &g->out_h, &g->pad_top));
+    TF_RETURN_IF_ERROR(axis(g->in_w, g->filter_w, g->stride_w, g->dilation_w, x, w, &g->out_w, &g->pad_left));
+    return Status();
+  }
+
+  TensorShape output_shape(const ConvGeometry& g) const { return TensorShape({g.batch, g.out_h, g.out_w, g.out_c}); }
+
+ private:
+  Status axis(int64_t in, int64_t filter, int64_t stride, int64_t dilation, const TensorShape& x,
+              const TensorShape& w, int64_t* out, int64_t* pad_before) const {
+    const int64_t effective = (filter - 1) * dilation + 1;
+    if (padding_ == "SAME") {
+      *out = (in + stride - 1) / stride;
+      *pad_before = std::max<int64_t>((*out - 1) * stride + effective - in, 0) / 2;
+      return Status();
+    }
+    if (in < effective)
+      return errors::InvalidArgument(this->name(), ": with VALID padding the input (shape ", x.DebugString(),
+                                     ") is smaller than the dilated filter (shape ", w.DebugString(),
+                                     ", dilation ", dilation, "): the output would be empty or negative");
+    *out = (in - effective) / stride + 1;
+    *pad_before = 0;
+    return Status();
+  }
+
+  std::vector<int32_t> strides_, dilations_;
+  std::string padding_;
+};
+
+template <typename Backend>
+class Conv2DOp : public ConvKernel<Backend> {
+ public:
+  using ConvKernel<Backend>::ConvKernel;
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& x = ctx->input(0);
+    const Tensor& w = ctx->input(1);
+    typename Backend::Multiplier multiplier;
+    if (!this->load_multiplier(ctx, ctx->input(2), &multiplier)) return;
+    ConvGeometry g;
+    OP_REQUIRES_OK(ctx, this->geometry(x.shape(), w.shape(), &g));
+    Tensor* y = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, this->output_shape(g), &y));
+    this->backend_.conv2d(ctx, multiplier, g, x.flat<float>().data(), w.flat<float>().data(), y->flat<float>().data());
+  }
+};
+
+template <typename Backend>
+class Conv2DBackpropInputOp : public ConvKernel<Backend> {
+ public:
+  using ConvKernel<Backend>::ConvKernel;
+  void Compute(OpKernelContext* ctx) override {
+    TensorShape x_shape;
+    OP_REQUIRES_OK(ctx, read_sizes("AmdnnConv2DBackpropInput", ctx->input(0), &x_shape));
+    const Tensor& w = ctx->input(1);
+    const Tensor& dy = ctx->input(2);
+    typename Backend::Multiplier multiplier;
+    if (!this->load_multiplier(ctx, ctx->input(3), &multiplier)) return;
+    ConvGeometry g;
+    OP_REQUIRES_OK(ctx, this->geometry(x_shape, w.shape(), &g));
+    OP_REQUIRES_OK(ctx, check_out_backprop("AmdnnConv2DBackpropInput", this->output_shape(g), dy));
+    Tensor* dx = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x_shape, &dx));
+    this->backend_.conv2d_backprop_input(ctx, multiplier, g, w.flat<float>().data(), dy.flat<float>().data(),
+                                         dx->flat<float>().data());
+  }
+};
+
+template <typename Backend>
+class Conv2DBackpropFilterOp : public ConvKernel<Backend> {
+ public:
+  using ConvKernel<Backend>::ConvKernel;
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& x = ctx->input(0);
+    TensorShape w_shape;
+    OP_REQUIRES_OK(ctx, read_sizes("AmdnnConv2DBackpropFilter", ctx->input(1), &w_shape));
+    const Tensor& dy = ctx->input(2);
+    typename Backend::Multiplier multiplier;
+    if (!this->load_multiplier(ctx, ctx->input(3), &multiplier)) return;
+    ConvGeometry g;
+    OP_REQUIRES_OK(ctx, this->geometry(x.shape(), w_shape, &g));
+    OP_REQUIRES_OK(ctx, check_out_backprop("AmdnnConv2DBackpropFilter", this->output_shape(g), dy));
+    Tensor* dw = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, w_shape, &dw));
+    this->backend_.conv2d_backprop_filter(ctx, multiplier, g, x.flat<float>().data(), dy.flat<float>().data(),
+                                          dw->flat<float>().data());
+  }
+};
+
+// ------------------------------------------------------------------------------------------------ matmul
+
+template <typename Backend>
+class MatMulOp : public AmdnnKernel<Backend> {
+ public:
+  explicit MatMulOp(OpKernelConstruction* ctx) : AmdnnKernel<Backend>(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("transpose_a", &transpose_a_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("transpose_b", &transpose_b_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& a = ctx->input(0);
+    const Tensor& b = ctx->input(1);
+    typename Backend::Multiplier multiplier;
+    if (!this->load_multiplier(ctx, ctx->input(2), &multiplier)) return;
+    OP_REQUIRES(ctx, a.dims() == 2 && b.dims() == 2,
+                errors::InvalidArgument(this->name(), ": a and b must be 2-D, got shapes ", a.shape().DebugString(),
+                                        " and ", b.shape().DebugString()));
+    const int64_t m = a.dim_size(transpose_a_ ? 1 : 0), k = a.dim_size(transpose_a_ ? 0 : 1);
+    const int64_t kb = b.dim_size(transpose_b_ ? 1 : 0), n = b.dim_size(transpose_b_ ? 0 : 1);
+    OP_REQUIRES(ctx, k == kb,
+                errors::InvalidArgument(this->name(), ": inner dimensions differ: a ", a.shape().DebugString(),
+                                        transpose_a_ ? " (transposed)" : "", " times b ", b.shape().DebugString(),
+                                        transpose_b_ ? " (transposed)" : ""));
+    Tensor* c = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({m, n}), &c));
+    this->backend_.matmul(ctx, multiplier, a.flat<float>().data(), b.flat<float>().data(), c->flat<float>().data(), m,
+                          n, k, transpose_a_, transpose_b_);
+  }
+
+ private:
+  bool transpose_a_, transpose_b_;
+};
+
+}  // namespace kernels
+}  // namespace amdnn
+
+#endif  // AMDNN_OPS_CC_KERNELS_COMMON_H_
