@@ -89,8 +89,9 @@ class GpuBackend {
         return false;
       }
       std::memcpy(entry.pinned.flat<uint8_t>().data(), host.table7.data(), kTableSize);
-      const cudaError_t copied = cudaMemcpyAsync(entry.device.flat<uint8_t>().data(), entry.pinned.flat<uint8_t>().data(),
-                                                 kTableSize, cudaMemcpyHostToDevice, stream_of(ctx));
+      const cudaError_t copied = cudaMemcpyAsync(entry.device.flat<uint8_t>().data(),
+                                                 entry.pinned.flat<uint8_t>().data(), kTableSize,
+                                                 cudaMemcpyHostToDevice, stream_of(ctx));
       if (copied != cudaSuccess) {
         ctx->CtxFailure(__FILE__, __LINE__, errors::Internal(op.name(), ": copying the multiplier table to the GPU "
                                                              "failed: ", cudaGetErrorString(copied)));

@@ -49,8 +49,8 @@ def cuda_cache(tmp_path_factory) -> Path:
                            env={**os.environ, "AMDNN_OPS_CACHE": str(cache)}, capture_output=True, text=True)
     assert built.returncode == 0, built.stderr[-5000:]
     print(f"\nCUDA library (compute_90 PTX) built in {time.time() - started:.0f} s")
-    assert "cuda_arch    compute_90" in built.stdout and f"cuda         {cuda_build.nvcc_version(cuda_build.find_nvcc())}" \
-        in built.stdout
+    version = cuda_build.nvcc_version(cuda_build.find_nvcc())
+    assert "cuda_arch    compute_90" in built.stdout and f"cuda         {version}" in built.stdout
     return cache
 
 
@@ -66,7 +66,8 @@ def test_every_compute_op_has_a_gpu_kernel(cuda_cache):
         tf.load_op_library({str(cuda_library(cuda_cache))!r})
         found = {{}}
         for op in {sorted(COMPUTE_OPS) + ["AmdnnPathCounts"]!r}:
-            found[op] = {{k.device_type: sorted(k.host_memory_arg) for k in kernels.get_registered_kernels_for_op(op).kernel}}
+            registered = kernels.get_registered_kernels_for_op(op).kernel
+            found[op] = {{k.device_type: sorted(k.host_memory_arg) for k in registered}}
         print("KERNELS", json.dumps(found))
     """
     result = python(code)
@@ -207,8 +208,9 @@ def fake_nvcc(bin_dir: Path, numbers: tuple[int, ...]) -> Path:
     """CUDA_HOME with a bin/nvcc that reports CUDA 13.0.88 compiling for compute_<numbers> (and compiles nothing)."""
     bin_dir.mkdir(parents=True)
     arches = "\\n".join(f"compute_{n}" for n in numbers)
-    (bin_dir / "nvcc").write_text(f'#!/bin/sh\ncase "$1" in\n  --version) echo "Cuda compilation tools, release '
-                                  f'13.0, V13.0.88";;\n  --list-gpu-arch) printf "{arches}\\n";;\n  *) exit 1;;\nesac\n')
+    (bin_dir / "nvcc").write_text(
+        f'#!/bin/sh\ncase "$1" in\n  --version) echo "Cuda compilation tools, release 13.0, V13.0.88";;\n'
+        f'  --list-gpu-arch) printf "{arches}\\n";;\n  *) exit 1;;\nesac\n')
     (bin_dir / "nvcc").chmod(0o755)
     return bin_dir.parent
 
