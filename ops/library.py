@@ -1,9 +1,9 @@
 """Loading the compiled ops: build on first use (ops.build), load once per process, register the gradients.
 
 Where TensorFlow sees a GPU, the CUDA-enabled library is loaded (CPU and GPU kernels, ops/cuda_build.py): built for
-the visible GPU with nvcc when there is one, else an existing CUDA build in the cache that covers the GPU (e.g. built
-on the login node); with neither, a BuildError says how to build it, never a silent fall back to CPU kernels. A
-machine without a GPU loads the CPU-only library.
+the visible GPU with nvcc when there is one that can, else an existing CUDA build in the cache that covers the GPU
+(e.g. built on the login node); with neither, a BuildError says how to build it, never a silent fall back to CPU
+kernels. A machine without a GPU loads the CPU-only library.
 """
 
 from __future__ import annotations
@@ -22,15 +22,17 @@ def _cuda_build(tf) -> BuildInfo:
     from ops import build as cpu_build
     from ops import cuda_build
 
-    if cuda_build.find_nvcc() is not None:
-        return build(cuda=cuda_build.config())
-    found = cuda_build.existing_build(cpu_build.cache_root(), cpu_build.source_hash(), tf.__version__,
-                                      cpu_build.cpu_target()[0])
-    if found is None:
-        raise BuildError(f"TensorFlow sees a GPU ({tf.config.list_physical_devices('GPU')[0].name}) but the cache "
-                         f"{cpu_build.cache_root()} holds no CUDA build of these ops for it and there is no nvcc here "
-                         f"to build one: {cuda_build.HOW_TO_BUILD}.")
-    return BuildInfo(**json.loads(found.read_text()))
+    try:
+        cuda = cuda_build.config()  # fails without nvcc, or with one that cannot compile for this GPU (V100, CUDA 13)
+    except BuildError as problem:
+        found = cuda_build.existing_build(cpu_build.cache_root(), cpu_build.source_hash(), tf.__version__,
+                                          cpu_build.cpu_target()[0])
+        if found is None:
+            raise BuildError(f"TensorFlow sees a GPU ({tf.config.list_physical_devices('GPU')[0].name}) but the cache "
+                             f"{cpu_build.cache_root()} holds no CUDA build of these ops for it, and none can be built "
+                             f"here: {problem}") from problem
+        return BuildInfo(**json.loads(found.read_text()))
+    return build(cuda=cuda)
 
 
 def library():

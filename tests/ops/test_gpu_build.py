@@ -159,6 +159,7 @@ def test_a_gpu_without_nvcc_or_cuda_build_is_a_clear_error(tmp_path):
     result = python(LOAD_WITH_A_FAKE_GPU, no_nvcc_env(tmp_path / "empty", tmp_path / "bin"))
     assert result.returncode == 0, result.stderr[-5000:]
     assert "BUILD ERROR TensorFlow sees a GPU (/physical_device:GPU:0) but the cache" in result.stdout
+    assert "none can be built here: no nvcc: CUDA_HOME is not set and nvcc is not on PATH" in result.stdout
     assert "python -m ops.build --cuda --cuda-arch sm_70" in result.stdout
     assert not list(tmp_path.glob("**/libamdnn_ops.so"))  # no silent CPU build
 
@@ -166,6 +167,16 @@ def test_a_gpu_without_nvcc_or_cuda_build_is_a_clear_error(tmp_path):
 def test_a_gpu_without_nvcc_loads_an_existing_cuda_build(cuda_cache, tmp_path):
     """E.g. built on the login node for PTX compute_90; this node has no nvcc (and no nvidia-smi: any build fits)."""
     result = python(LOAD_WITH_A_FAKE_GPU, no_nvcc_env(cuda_cache, tmp_path / "bin"))
+    assert result.returncode == 0, result.stderr[-5000:]
+    assert "LOADED [[1.0, 0.0], [0.0, 1.0]]" in result.stdout, result.stdout + result.stderr[-3000:]
+
+
+def test_a_gpu_whose_nvcc_cannot_build_for_it_loads_an_existing_cuda_build(cuda_cache, tmp_path):
+    """An H100 node whose nvcc predates sm_90 (faked: it lists compute_75 and compute_80) uses the compute_90 build."""
+    old_nvcc = fake_nvcc(tmp_path / "cuda" / "bin", (75, 80))
+    env = {**no_nvcc_env(cuda_cache, tmp_path / "bin"), "CUDA_HOME": str(old_nvcc)}
+    patch = 'import ops.cuda_build as cb; cb.visible_gpu_archs = lambda: ("sm_90",)\n'
+    result = python(patch + textwrap.dedent(LOAD_WITH_A_FAKE_GPU), env)
     assert result.returncode == 0, result.stderr[-5000:]
     assert "LOADED [[1.0, 0.0], [0.0, 1.0]]" in result.stdout, result.stdout + result.stderr[-3000:]
 
