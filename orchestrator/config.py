@@ -8,6 +8,7 @@ into a job script, so a config the launcher would refuse is refused here, with o
 """
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, Mapping
 
@@ -155,3 +156,30 @@ def _check_cluster(cluster: Mapping[str, Any], errors: list[str]) -> None:
         executor_parameters(check_scheduler(str(cluster["scheduler"])), cluster)
     except ValueError as e:
         errors.append(str(e))
+    _check_gpu_build(cluster, errors)
+
+
+def _check_gpu_build(cluster: Mapping[str, Any], errors: list[str]) -> None:
+    """A cell that books GPUs must be able to run the ops there: an nvcc that builds the CUDA library on first use, or
+    a CUDA build of these sources already in the ops' cache (made e.g. on a login node). Without either, the cell
+    would stop at its first step on the GPU node, after waiting in the queue; refused here instead."""
+    gpus = cluster.get("gpus")
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus <= 0:
+        return
+    from ops.build import cache_root, source_hash
+    from ops.cuda_build import find_nvcc
+
+    if find_nvcc() is not None:
+        return
+    source = source_hash()
+    for info_path in cache_root().glob("*/build.json"):
+        try:
+            info = json.loads(info_path.read_text())
+        except (OSError, ValueError):
+            continue
+        if info.get("cuda_arch") and info.get("source_hash") == source:
+            return
+    errors.append(f"cluster.gpus={gpus} books GPUs, but the ops have no CUDA build in {cache_root()} and no nvcc is "
+                  "found (CUDA_HOME or PATH) to build one; build it here first, e.g. `module load cuda/12.x; "
+                  "python -m ops.build --cuda --cuda-arch sm_70` for V100s (the cache must be the jobs' "
+                  "AMDNN_OPS_CACHE), or set cluster.gpus=0 to train on the nodes' CPUs")

@@ -134,3 +134,33 @@ def test_default_paths_are_the_repositorys_whatever_the_cwd(tmp_path, monkeypatc
     assert paths.tracking_uri("sqlite:///rel.db") == f"sqlite:///{tmp_path / 'rel.db'}"  # made absolute
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://tracking:5000")
     assert paths.tracking_uri(None) == "http://tracking:5000"
+
+
+def test_a_gpu_cell_needs_a_cuda_build_or_nvcc(tmp_path, monkeypatch):
+    """cluster.gpus > 0 with no nvcc and no CUDA build in the cache is refused before anything is submitted; a CUDA
+    build of these sources in the cache, or an nvcc on PATH, lets it through."""
+    import json
+
+    from ops.build import source_hash
+
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))  # no nvcc
+    monkeypatch.setenv("AMDNN_OPS_CACHE", str(tmp_path / "cache"))
+    gadi = ("cluster=gadi", "cluster.project=ab12")
+    with pytest.raises(ConfigError, match=r"cluster.gpus=1 books GPUs, but the ops have no CUDA build") as info:
+        validate(compose(*gadi))
+    assert "python -m ops.build --cuda" in str(info.value)
+    validate(compose(*gadi, "cluster.gpus=0"))  # CPU nodes need no CUDA build
+    entry = tmp_path / "cache" / "x86-64-cuda-sm_70"
+    entry.mkdir(parents=True)
+    (entry / "build.json").write_text(json.dumps({"cuda_arch": "sm_70", "source_hash": "0" * 16}))
+    with pytest.raises(ConfigError, match="no CUDA build"):  # a build of other sources does not count
+        validate(compose(*gadi))
+    (entry / "build.json").write_text(json.dumps({"cuda_arch": "sm_70", "source_hash": source_hash()}))
+    validate(compose(*gadi))
+    (entry / "build.json").unlink()
+    (tmp_path / "bin").mkdir()
+    nvcc = tmp_path / "bin" / "nvcc"
+    nvcc.write_text("#!/bin/sh\n")
+    nvcc.chmod(0o755)
+    validate(compose(*gadi))
