@@ -160,18 +160,23 @@ def _covers(archs: list[str], capability: str | None) -> bool:
     return False
 
 
-def existing_build(root: Path, source: str, tensorflow: str, target: str) -> Path | None:
-    """The build.json of a finished CUDA build in the cache for these sources, TF and CPU target whose architectures
-    cover every visible GPU (any nvcc version: for a node without nvcc), newest first; None if there is none."""
-    capabilities = visible_gpu_archs() or (None,)
-    found = []
+def cached_builds(root: Path, source: str):
+    """(build.json path, its contents) of every finished CUDA build in the cache `root` for these sources."""
     for info_path in root.glob("*/build.json"):
         try:
             info = json.loads(info_path.read_text())
         except (OSError, ValueError):
             continue
-        if (info.get("cuda_arch") and info.get("source_hash") == source and info.get("tensorflow") == tensorflow
-                and info.get("target") == target and Path(info.get("library", "")).exists()
-                and all(_covers(info["cuda_arch"].split(","), cap) for cap in capabilities)):
-            found.append(info_path)
+        if info.get("cuda_arch") and info.get("source_hash") == source:
+            yield info_path, info
+
+
+def existing_build(root: Path, source: str, tensorflow: str, target: str) -> Path | None:
+    """The build.json of a finished CUDA build in the cache for these sources, TF and CPU target whose architectures
+    cover every visible GPU (any nvcc version: for a node without nvcc), newest first; None if there is none."""
+    capabilities = visible_gpu_archs() or (None,)
+    found = [info_path for info_path, info in cached_builds(root, source)
+             if info.get("tensorflow") == tensorflow and info.get("target") == target
+             and Path(info.get("library", "")).exists()
+             and all(_covers(info["cuda_arch"].split(","), cap) for cap in capabilities)]
     return max(found, key=lambda path: path.stat().st_mtime) if found else None

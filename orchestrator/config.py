@@ -8,7 +8,6 @@ into a job script, so a config the launcher would refuse is refused here, with o
 """
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Mapping
 
@@ -167,19 +166,10 @@ def _check_gpu_build(cluster: Mapping[str, Any], errors: list[str]) -> None:
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus <= 0:
         return
     from ops.build import cache_root, source_hash
-    from ops.cuda_build import find_nvcc
+    from ops.cuda_build import HOW_TO_BUILD, cached_builds, find_nvcc
 
-    if find_nvcc() is not None:
+    if find_nvcc() is not None or next(cached_builds(cache_root(), source_hash()), None) is not None:
         return
-    source = source_hash()
-    for info_path in cache_root().glob("*/build.json"):
-        try:
-            info = json.loads(info_path.read_text())
-        except (OSError, ValueError):
-            continue
-        if info.get("cuda_arch") and info.get("source_hash") == source:
-            return
     errors.append(f"cluster.gpus={gpus} books GPUs, but the ops have no CUDA build in {cache_root()} and no nvcc is "
-                  "found (CUDA_HOME or PATH) to build one; build it here first, e.g. `module load cuda/12.x; "
-                  "python -m ops.build --cuda --cuda-arch sm_70` for V100s (the cache must be the jobs' "
-                  "AMDNN_OPS_CACHE), or set cluster.gpus=0 to train on the nodes' CPUs")
+                  f"found (CUDA_HOME or PATH) to build one: {HOW_TO_BUILD}; or set cluster.gpus=0 to train on the "
+                  "nodes' CPUs")
