@@ -134,7 +134,7 @@ def publish_experiment(uri: str, experiment: str, out_dir: str | Path | None = N
         folder = Path(out_dir) if out_dir is not None else Path(scratch)
         written = write_report(rows, folder, experiment, uri)
         run_id = None
-        if to_mlflow:
+        if to_mlflow and rows:  # no run, no summary: a report command never creates an experiment
             from .summary_run import publish
 
             run_id = publish(uri, experiment, folder, rows)
