@@ -106,7 +106,7 @@ def write_report(rows: Sequence[Row], out_dir: str | Path, experiment: str, uri:
         path = out / heatmap_name(dataset)
         figures.save(figures.heatmap(dataset, **data), path)
         figures_of.setdefault(dataset, []).append(path)
-    if uri is not None:
+    if uri is not None and any(r.run_id for r in rows):
         from .histories import grid_curves
 
         for dataset, curves in grid_curves(uri, rows).items():
