@@ -63,9 +63,11 @@ def _slurm_reasons(job_ids: tp.List[str]) -> tp.Dict[str, str]:
     return reasons
 
 
-def job_reasons(scheduler: str, job_ids: tp.Iterable[str]) -> tp.Dict[str, str]:
+def job_reasons(scheduler: str, job_ids: tp.Iterable[str],
+                run: tp.Optional[tp.Callable[..., subprocess.CompletedProcess]] = None) -> tp.Dict[str, str]:
     """{job id: why it waits} as the scheduler words it (Slurm's reason code, PBS's comment), for the jobs that have
-    one. Never raises: a status table without reasons is still a status table."""
+    one. Never raises: a status table without reasons is still a status table. `run`: a stand-in for subprocess.run
+    when asking qstat (tests)."""
     ids = sorted({scripts.job_id(j) for j in job_ids})
     if not ids:
         return {}
@@ -74,7 +76,7 @@ def job_reasons(scheduler: str, job_ids: tp.Iterable[str]) -> tp.Dict[str, str]:
             return _slurm_reasons(ids)
         from .pbs.query import query_info  # pylint: disable=import-outside-toplevel
 
-        return {j: str(v["comment"]) for j, v in query_info(ids).items() if v.get("comment")}
+        return {j: str(v["comment"]) for j, v in query_info(ids, run).items() if v.get("comment")}
     except (OSError, RuntimeError, subprocess.TimeoutExpired):
         return {}
 

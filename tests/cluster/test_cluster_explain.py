@@ -91,8 +91,11 @@ def test_default_request_on_a_small_node_is_refused_before_submitting(slurm, san
 @pytest.mark.cluster
 @pytest.mark.slow
 def test_status_says_why_a_job_waits_and_why_a_cell_gave_up(slurm, sandbox, tmp_path):
-    # Two long training cells of a job array that runs one task at a time: the second waits, and Slurm says why;
-    # both are cancelled once seen.
+    # A cell that fails at once (MNIST is not in an empty data folder) with one attempt allowed ...
+    (tmp_path / "empty").mkdir()
+    sandbox.launch("mult=native", "dataset=mnist", f"data_dir={tmp_path / 'empty'}", "cluster.max_attempts=1",
+                   "cluster.walltime=00:10:00")
+    # ... beside two long training cells of a job array that runs one task at a time: the second one waits.
     sandbox.launch("mult=native", "seed=0,1", "train.epochs=300", "cluster.array_parallelism=1",
                    "cluster.walltime=00:10:00")
     rows = sandbox.wait(lambda rs: any(r["why"].startswith("waiting: ") for r in rs), timeout=150,
@@ -103,10 +106,6 @@ def test_status_says_why_a_job_waits_and_why_a_cell_gave_up(slurm, sandbox, tmp_
     assert "waiting: JobArrayTaskLimit" in table and "| why" in table
     subprocess.run(["scancel", waiting["job_id"].split("_")[0]], check=True, timeout=60)
 
-    # A cell that fails at once (MNIST is not in an empty data folder) with one attempt allowed: given up, and why.
-    (tmp_path / "empty").mkdir()
-    sandbox.launch("mult=native", "dataset=mnist", f"data_dir={tmp_path / 'empty'}", "cluster.max_attempts=1",
-                   "cluster.walltime=00:10:00")
     rows = sandbox.wait(lambda rs: any(r["dataset"] == "mnist" and r["state"] == "failed" for r in rs), timeout=300,
                         what="the MNIST cell failed")
     (failed,) = [r for r in rows if r["dataset"] == "mnist"]
