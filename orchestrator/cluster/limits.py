@@ -109,10 +109,18 @@ def parse_slurm(partitions: str, nodes: str, partition: str | None) -> Limits | 
     return limits
 
 
+class UnknownPlace(LookupError):
+    """The partition or queue the config names is not one the scheduler has."""
+
+
 def slurm_limits(partition: str | None) -> Limits | None:
     partitions = _run(["scontrol", "show", "partition", "-o"])
     if partitions is None:
         return None
+    names = [f["PartitionName"] for f in map(_fields, partitions.splitlines()) if "PartitionName" in f]
+    if partition and names and partition not in names:
+        raise UnknownPlace(f"cluster.partition={partition} is not a partition of this Slurm; its partitions: "
+                           f"{', '.join(names)} (scontrol show partition)")
     name = partition or next((f["PartitionName"] for f in map(_fields, partitions.splitlines())
                               if f.get("Default") == "YES"), None)
     if name is None:
@@ -245,7 +253,11 @@ def sweep_problems(clusters: tp.Iterable[tp.Mapping[str, tp.Any]]) -> list[str]:
             continue
         where = f"{cluster['scheduler']}:{cluster.get('partition') or cluster.get('queue') or ''}"
         if where not in seen:
-            seen[where] = limits_of(cluster)
+            try:
+                seen[where] = limits_of(cluster)
+            except UnknownPlace as e:
+                seen[where] = None
+                problems.append(str(e))
         limits = seen[where]
         for problem in [] if limits is None else check_request(cluster, limits):
             if problem not in problems:

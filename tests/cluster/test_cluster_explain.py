@@ -18,6 +18,11 @@ from orchestrator.cluster import limits
 
 DATA = Path(__file__).parent / "data"
 
+
+def slurm_cluster_is_private() -> bool:
+    """The suite's own Slurm (one partition, debug), not the machine's (AMDNN_TEST_SLURM=system)."""
+    return os.environ.get("AMDNN_TEST_SLURM", "private") == "private"
+
 PARTITIONS = ("PartitionName=debug AllowGroups=ALL Default=YES MaxNodes=UNLIMITED MaxTime=UNLIMITED Nodes=vm "
               "TotalCPUs=2 TotalNodes=1 MaxMemPerNode=UNLIMITED\n"
               "PartitionName=gpu Default=NO MaxTime=2-00:00:00 MaxCPUsPerNode=32 Nodes=g[1-2] TotalCPUs=128\n")
@@ -86,6 +91,11 @@ def test_default_request_on_a_small_node_is_refused_before_submitting(slurm, san
     assert not (sandbox.state_dir / "cells").exists() or not list((sandbox.state_dir / "cells").iterdir())
     queue = subprocess.run(["squeue", "-h", "-n", "amdnn"], capture_output=True, text=True)
     assert queue.stdout.strip() == ""
+    proc = _launch(sandbox, "mult=native", "cluster.partition=nosuch")
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "cluster.partition=nosuch is not a partition of this Slurm; its partitions: " in proc.stderr
+    if slurm_cluster_is_private():
+        assert "its partitions: debug (scontrol show partition)" in proc.stderr
 
 
 @pytest.mark.cluster
