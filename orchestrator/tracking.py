@@ -163,6 +163,11 @@ class Tracker:
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         self._append({"op": "tags", "tags": {k: str(v) for k, v in tags.items()}})
 
+    def log_artifacts(self, local_dir: Path, artifact_path: str) -> None:
+        """Queue the files of local_dir (in the cell folder, kept there) as the run's artifacts under artifact_path;
+        sending them again replaces the same files, so a repeated send changes nothing."""
+        self._append({"op": "artifacts", "dir": str(local_dir), "path": artifact_path})
+
     def end(self, status: str) -> None:
         self._append({"op": "end", "status": status})
 
@@ -318,6 +323,11 @@ class Tracker:
             elif op == "dataset":  # idempotent: the store keeps one input per (run, name, digest)
                 client.log_inputs(run_id, datasets=[DatasetInput(Dataset(**record["dataset"]),
                                                                  tags=[InputTag("mlflow.data.context", "train")])])
+            elif op == "artifacts":
+                if Path(record["dir"]).is_dir():
+                    client.log_artifacts(run_id, record["dir"], artifact_path=record["path"])
+                else:
+                    log.warning("tracking queue: artifacts folder %s is gone; not logged", record["dir"])
             elif op == "end":
                 client.set_terminated(run_id, status=record["status"], end_time=record["time_ms"])
             else:

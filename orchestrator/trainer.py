@@ -37,7 +37,7 @@ import numpy as np
 
 from ops.atomic import write_bytes
 
-from . import checkpoints, collapse, energy, optim, paths, run_facts
+from . import cell_artifacts, checkpoints, collapse, energy, optim, paths, run_facts
 from .cellfiles import FINAL_WEIGHTS, LAST_GOOD_EPOCH, SKIPS
 from .config import mult_spec
 from .progress import Progress
@@ -355,6 +355,8 @@ def train(cfg: Mapping[str, Any], identity: str, cell_dir: Path, tracker: Tracke
         from .system_metrics import SystemSampler
 
         sampler = SystemSampler(tracker, cell_dir).start()
+    cell_artifacts.log_multiplier(cfg, run.cell_dir, tracker)
+    cell_artifacts.log_profile(cfg, run.cell_dir, tracker, run.model)
     state = run.resume()
     if state is None:
         state = State()
@@ -383,6 +385,7 @@ def train(cfg: Mapping[str, Any], identity: str, cell_dir: Path, tracker: Tracke
             raise CollapseRollbacksExhausted(learned_nothing)
     save_final_weights(run.model, run.cell_dir / FINAL_WEIGHTS)
     tracker.log_metrics(state.global_step, {FINAL_KEY: final}, check=FINAL_KEY)
+    cell_artifacts.log_curves(cfg, run.cell_dir, tracker, state.history)
     return Outcome("finished", final, state)
 
 

@@ -1,6 +1,7 @@
 """The dashboard as a user sees it: MLflow's UI started on a free localhost port over the store of a finished grid,
 opened in headless Chromium (Debian's chromium and chromium-driver, driven by selenium): the runs are listed with
-their dataset, each run shows its status and final accuracy, and the grid's report is there as an artifact.
+their dataset, each run shows its status and final accuracy, and the grid's report is there as artifacts of the
+experiment's summary run.
 
 AMDNN_DASHBOARD_SCREENSHOTS=DIR keeps the pages as PNGs in DIR (docs/ holds the ones docs/dashboard.md shows).
 """
@@ -33,13 +34,12 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def report_run(finished_grid) -> str:
-    """The grid's report (what the sweep wrote: report.md, report.csv) as artifacts of a run of the experiment."""
+    """The experiment's summary run, where the local sweep logged its report (orchestrator.summary_run)."""
+    from orchestrator.summary_run import find_summary_run
+
     client = finished_grid.client()
-    exp = client.get_experiment_by_name("amdnn")
-    run = client.create_run(exp.experiment_id, run_name="grid-report")
-    for name in ("report.md", "report.csv"):
-        client.log_artifact(run.info.run_id, str(finished_grid.root / "sweep" / name))
-    client.set_terminated(run.info.run_id)
+    run = find_summary_run(client, client.get_experiment_by_name("amdnn").experiment_id)
+    assert run is not None, "the local sweep logged no report run"
     return run.info.run_id
 
 
@@ -140,7 +140,7 @@ def test_the_runs_are_listed_with_their_dataset(finished_grid, dashboard, browse
     digest = runs[0].inputs.dataset_inputs[0].dataset.digest
     exp = finished_grid.client().get_experiment_by_name("amdnn").experiment_id
     text = _open(browser, f"{dashboard}/#/experiments/{exp}/runs", *(r.info.run_name[:20] for r in runs),
-                 "grid-report", f"digits ({digest[:20]}", "AMDNN grid: each run is one cell")
+                 "report", f"digits ({digest[:20]}", "AMDNN grid: each run is one cell")
     assert text.count(f"digits ({digest[:20]}") == len(runs), text[:3000]  # the Dataset column, one per cell
     assert re.search(rf"{len(runs) + 1} matching runs", text), text[-500:]
     _screenshot(browser, "dashboard-runs.png", tmp_path)
@@ -162,8 +162,8 @@ def test_the_grid_report_is_an_artifact_with_the_runs_accuracies(finished_grid, 
                                                                  tmp_path):
     exp = finished_grid.client().get_experiment_by_name("amdnn").experiment_id
     accuracies = {r.data.tags["amdnn.mult"]: r.data.metrics["final_test_accuracy"] for r in finished_grid.runs()}
-    text = _open(browser, f"{dashboard}/#/experiments/{exp}/runs/{report_run}/artifacts/report.md",
-                 "report.csv", "report.md", "Final test accuracy (digits)")
+    text = _open(browser, f"{dashboard}/#/experiments/{exp}/runs/{report_run}/artifacts/report/report.md",
+                 "report.csv", "report.html", "heatmap-digits.png", "Final test accuracy (digits)")
     row = re.search(r"lenet300\n(0\.\d{4})\n(0\.\d{4})", text)
     assert row, text[-2000:]
     assert [float(v) for v in row.groups()] == [round(accuracies["native"], 4), round(accuracies["am16"], 4)]
