@@ -13,12 +13,13 @@ LONG = ["-m", "model=lenet300", "mult=native", "train.batch_size=4", "train.epoc
 
 
 def _run(uri: str):
+    """The cell's run (the experiment's report run, which the sweep adds at its end, is not one) and a client."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
     try:
         exp = client.get_experiment_by_name("amdnn")
-        runs = [] if exp is None else client.search_runs([exp.experiment_id])
+        runs = [] if exp is None else client.search_runs([exp.experiment_id], "tags.`amdnn.cell` != ''")
     except Exception:  # noqa: BLE001 - the store is being created by the cell
         return None, client
     return (runs[0] if runs else None), client
