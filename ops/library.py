@@ -15,6 +15,7 @@ from ops.build import BuildError, BuildInfo, build
 
 _lock = threading.Lock()
 _library = None
+_loaded: BuildInfo | None = None
 
 
 def _cuda_build(tf) -> BuildInfo:
@@ -37,7 +38,7 @@ def _cuda_build(tf) -> BuildInfo:
 
 def library():
     """The loaded op library (its functions are amdnn_conv2d, amdnn_mat_mul, ...), built first if needed."""
-    global _library
+    global _library, _loaded
     with _lock:
         if _library is None:
             import tensorflow as tf
@@ -52,5 +53,11 @@ def library():
                     f"{', CUDA ' + str(info.cuda) + ' ' + info.cuda_arch if info.cuda_arch else ''}) does not load "
                     f"into this TensorFlow {tf.__version__}: {error}. Rebuild it with "
                     f"`python -m ops.build{flags} --force`.") from error
+            _loaded = info
             from ops import gradients  # noqa: F401  (registers the gradient functions of the loaded ops)
     return _library
+
+
+def loaded_build() -> BuildInfo | None:
+    """What library() loaded in this process (None before the first op): its cache folder names the build."""
+    return _loaded

@@ -23,4 +23,9 @@ environment before TensorFlow, MLflow or Hydra are imported. Import the parts di
     orchestrator.optim        optimizers and learning-rate schedules (the lists of valid names)
     orchestrator.paths        default locations of data/, checkpoints/ and the MLflow store
     orchestrator.progress     a progress bar in a terminal, one line per epoch in a log
+    orchestrator.sweep_progress  a local sweep's cell i of n, done, time left
+    orchestrator.devices      the devices a training process sees; TensorFlow's start without CUDA probe noise
+    orchestrator.run_facts    the run's filterable tags (device, ops build, host, job id) and its dataset input
+    orchestrator.energy       NVML and RAPL energy per epoch and per run; missing counters say why
+    orchestrator.system_metrics  MLflow's system metrics through the cell's queue (system_metrics=true)
 """

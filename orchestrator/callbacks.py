@@ -44,13 +44,15 @@ def cells_of_sweep(config: DictConfig) -> list[dict]:
         except ConfigError as e:
             raise ConfigError(f"sweep cell {' '.join(overrides) or '(defaults)'}: {e}") from None
         cells.append({"identity": cell_identity(c), "model": c["model"]["name"], "mult": mult_label(c),
-                      "dataset": c["dataset"]["name"], "seed": c["seed"], "defining": defining_config(c)})
+                      "dataset": c["dataset"]["name"], "seed": c["seed"], "defining": defining_config(c),
+                      "cluster": c["cluster"], "epochs": c["train"]["epochs"]})
     return cells
 
 
 class SweepCallbacks(Callback):
     def __init__(self) -> None:
         self.cells: list[dict] | None = None
+        self.progress = None  # a SweepProgress, for sweeps whose cells run in this process (cluster=local)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         # Before anything is trained or submitted: one bad value anywhere in the grid stops the whole sweep.
@@ -62,7 +64,27 @@ class SweepCallbacks(Callback):
         except ConfigError as e:
             print(f"[amdnn] sweep refused, nothing launched: {e}", file=sys.stderr, flush=True)
             raise SystemExit(2) from None
+        from .cluster.limits import sweep_problems
+
+        problems = sweep_problems(c["cluster"] for c in self.cells)
+        if problems:  # a job no node can run would pend for ever: say so before anything is submitted
+            print("[amdnn] sweep refused, nothing submitted:\n  - " + "\n  - ".join(problems), file=sys.stderr,
+                  flush=True)
+            raise SystemExit(2)
         print(f"[amdnn] sweep of {len(self.cells)} cell(s), all valid", flush=True)
+        if not any(c["cluster"].get("scheduler") for c in self.cells):
+            from .sweep_progress import SweepProgress
+
+            self.progress = SweepProgress(self.cells)
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if self.progress is not None:  # in a cluster job this object is new: no progress there
+            print(self.progress.start(int(config.hydra.job.num)), flush=True)
+
+    def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:
+        if self.progress is not None:
+            value = getattr(job_return, "_return_value", None)
+            self.progress.end(value if isinstance(value, dict) else None)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from . import paths, report, report_files

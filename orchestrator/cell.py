@@ -3,6 +3,10 @@
     result = run_cell(cfg)          # validate, find the cell by identity, skip if done, else train (resuming)
     request_checkpoint()            # from a signal handler or another thread: checkpoint soon, return "preempted"
 
+A cell stopped from outside (SIGTERM to this process where nothing else handles it, as `kill` does to a local sweep,
+or Ctrl-C) stops its training process at its next step (which checkpoints), marks its MLflow run KILLED and exits
+with status 143 (SIGINT: 130); launching the cell again resumes it and marks the run RUNNING again.
+
 The cell trains in a child process (`python -m orchestrator.worker CELL_DIR`) that this process supervises: a crash
 of the child (killed, segfault, bus error, out of memory) is retried from the last good checkpoint up to
 retries.crashes times, and recorded (events.jsonl, MLflow tags). One process runs a cell at a time (a lock in the
@@ -10,10 +14,12 @@ cell's folder); a second launch of a running cell returns status "busy" without 
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -146,8 +152,31 @@ def _describe_exit(code: int) -> str:
     return f"exit status {code}"
 
 
+def _terminated(signum, frame) -> None:
+    raise SystemExit(128 + signum)  # unwinds through _supervise, which stops the worker and marks the run KILLED
+
+
+@contextlib.contextmanager
+def _stoppable_by_sigterm():
+    """SIGTERM raises SystemExit here while the cell trains, unless someone else handles it (cluster jobs turn it
+    into a checkpoint request: orchestrator.cluster.preempt)."""
+    mine = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    if mine:
+        signal.signal(signal.SIGTERM, _terminated)
+    try:
+        yield
+    finally:
+        if mine:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _supervise(c: dict, cell_dir: Path, tracker: Tracker, result: CellResult) -> None:
     """Start the worker; restart it after a crash (bounded); forward checkpoint requests to it."""
+    with _stoppable_by_sigterm():
+        _supervise_worker(c, cell_dir, tracker, result)
+
+
+def _supervise_worker(c: dict, cell_dir: Path, tracker: Tracker, result: CellResult) -> None:
     limit = int(c["retries"]["crashes"])
     crashes = 0
     while True:
@@ -163,12 +192,16 @@ def _supervise(c: dict, cell_dir: Path, tracker: Tracker, result: CellResult) ->
                 if _REQUEST.requested and not forwarded:
                     proc.send_signal(signal.SIGUSR1)
                     forwarded = True
-            except BaseException:  # KeyboardInterrupt or a signal turned exception: do not orphan the worker
-                proc.send_signal(signal.SIGTERM)
+            except BaseException as stop:  # Ctrl-C or SIGTERM (_terminated): do not orphan the worker
+                proc.send_signal(signal.SIGTERM)  # it checkpoints at its next step and leaves
                 try:
                     proc.wait(timeout=60)
                 except subprocess.TimeoutExpired:
                     proc.kill()
+                how = "SIGINT" if isinstance(stop, KeyboardInterrupt) else f"exit {getattr(stop, 'code', '?')}"
+                cellfiles.event(cell_dir, "killed", attempt=result.attempts, how=how)
+                tracker.end("KILLED")
+                tracker.flush(patience_s=5.0, force=True)
                 raise
         if code in ANSWERS:
             result.status = ANSWERS[code]

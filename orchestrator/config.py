@@ -127,6 +127,8 @@ def validate(cfg: Any) -> dict:
     lr = need("train.optimizer.lr")
     if lr is not None and (isinstance(lr, bool) or not isinstance(lr, (int, float)) or lr <= 0):
         errors.append(f"train.optimizer.lr={lr!r} must be a number > 0")
+    if not isinstance(c.get("system_metrics", False), bool):
+        errors.append(f"system_metrics={c['system_metrics']!r} must be true or false")
     _check_cluster(c.get("cluster") or {}, errors)
     if errors:
         raise config_error(errors)

@@ -1,15 +1,22 @@
-"""Progress of a training cell: a tqdm bar in a terminal, one plain line per epoch in a batch log."""
+"""Progress of a training cell: a tqdm bar in a terminal, one plain line per epoch in a batch log, with the cell's
+place in a local sweep (orchestrator.sweep_progress) and the time left in the cell."""
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Any, Mapping
+
+from .sweep_progress import POSITION_VARIABLE, duration
 
 
 class Progress:
     def __init__(self, cfg: Mapping[str, Any], epochs: int, steps_per_epoch: int, state: Any):
         self.label = f"{cfg['model']['name']}/{cfg['mult']['name']}/{cfg['dataset']['name']} s{cfg['seed']}"
+        position = os.environ.get(POSITION_VARIABLE)
+        self.prefix = f"[cell {position}] " if position else ""
         self.epochs, self.spe = epochs, steps_per_epoch
+        self.epoch_times: list[float] = []   # seconds of each full epoch trained in this process
         self.t0 = time.monotonic()
         self.images = 0
         self.bar = None
@@ -40,9 +47,11 @@ class Progress:
 
     def epoch_end(self, state: Any, metrics: Mapping[str, float]) -> None:
         seconds = self.epoch_seconds()
-        line = (f"{self.label} epoch {int(metrics['epoch'])}/{self.epochs} loss {metrics['loss']:.4f} "
+        self.epoch_times.append(seconds)
+        left = sum(self.epoch_times) / len(self.epoch_times) * (self.epochs - int(metrics["epoch"]))
+        line = (f"{self.prefix}{self.label} epoch {int(metrics['epoch'])}/{self.epochs} loss {metrics['loss']:.4f} "
                 f"acc {metrics['accuracy']:.4f} test_acc {metrics['test_accuracy']:.4f} lr {metrics['lr']:.3g} "
-                f"{seconds:.1f}s")
+                f"{seconds:.1f}s" + (f", about {duration(left)} left in this cell" if left > 0 else ""))
         if self.bar is not None:
             self.bar.set_postfix(loss=f"{metrics['loss']:.3f}", test_acc=f"{metrics['test_accuracy']:.3f}")
         else:

@@ -31,6 +31,12 @@ TAG_CELL = "amdnn.cell"          # the cell identity: how a resumed cell finds i
 EPOCH_KEY = "epoch"              # logged with every epoch's metrics; its steps say which epochs are already in
 FINAL_KEY = "final_test_accuracy"
 TAG_DEFINING = "amdnn.defining_config"   # the canonical JSON the identity hashes: what the results table groups by
+TAG_NOTE = "mlflow.note.content"         # the experiment's description in the dashboard
+EXPERIMENT_DESCRIPTION = (
+    "AMDNN grid: each run is one cell, a network trained with every multiply (forward and backward) through one "
+    "simulated multiplier. Filter by the tags amdnn.model, amdnn.mult, amdnn.dataset, amdnn.seed, amdnn.device, "
+    "amdnn.job_id, amdnn.host, amdnn.ops_build, e.g. tags.`amdnn.mult` = 'am16'. final_test_accuracy is the result; "
+    "a run that failed (collapsed, diverged, crashed too often) says why in its amdnn.error tag.")
 
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
@@ -149,6 +155,11 @@ class Tracker:
     def log_epoch(self, step: int, metrics: Mapping[str, float]) -> None:
         self.log_metrics(step, {**metrics}, check=EPOCH_KEY)
 
+    def log_dataset(self, dataset: Mapping[str, str]) -> None:
+        """Queue the run's dataset input: name, digest, source_type, source, schema, profile (mlflow.entities.Dataset's
+        fields; orchestrator.run_facts.dataset_input makes them)."""
+        self._append({"op": "dataset", "dataset": dict(dataset)})
+
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         self._append({"op": "tags", "tags": {k: str(v) for k, v in tags.items()}})
 
@@ -239,9 +250,11 @@ class Tracker:
     def _experiment_id(self, client) -> str:
         exp = client.get_experiment_by_name(self.experiment)
         if exp is not None:
+            if TAG_NOTE not in exp.tags:
+                client.set_experiment_tag(exp.experiment_id, TAG_NOTE, EXPERIMENT_DESCRIPTION)
             return exp.experiment_id
         try:
-            return client.create_experiment(self.experiment)
+            return client.create_experiment(self.experiment, tags={TAG_NOTE: EXPERIMENT_DESCRIPTION})
         except Exception:  # another cell created it a moment ago
             exp = client.get_experiment_by_name(self.experiment)
             if exp is None:
@@ -265,11 +278,11 @@ class Tracker:
                                   order_by=["attributes.start_time ASC"], max_results=1)
         return runs[0] if runs else None
 
-    def _ensure_run(self, client, tags: Mapping[str, str] | None = None) -> str:
+    def _ensure_run(self, client, tags: Mapping[str, str] | None = None, start_ms: int | None = None) -> str:
         run = self.find_run(client)
-        if run is None:
+        if run is None:  # started when the cell queued its start, not when the store first answered
             run = client.create_run(self._experiment_id(client), tags={TAG_CELL: self.identity, **(tags or {})},
-                                    run_name=self.run_name)
+                                    run_name=self.run_name, start_time=start_ms)
         self._run_id = run.info.run_id
         cache = self._read_cache()
         if cache.get(self.uri) != self._run_id:
@@ -279,10 +292,11 @@ class Tracker:
 
     def _send(self, records: list[dict]) -> int:
         """Send records in order; return how many were sent (all, or raise on the first failure)."""
-        from mlflow.entities import Metric, Param, RunTag
+        from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, RunTag
 
         client = self._connect()
-        run_id = self._ensure_run(client, next((r["tags"] for r in records if r["op"] == "start"), None))
+        start = next((r for r in records if r["op"] == "start"), None)
+        run_id = self._ensure_run(client, start["tags"] if start else None, start.get("time_ms") if start else None)
         logged: dict[str, set[int]] = {}  # metric key -> steps already in the store, fetched when first needed
         for i, record in enumerate(records):
             op = record["op"]
@@ -306,6 +320,9 @@ class Tracker:
                 logged[check].add(record["step"])
             elif op == "tags":
                 client.log_batch(run_id, tags=[RunTag(k, v) for k, v in record["tags"].items()])
+            elif op == "dataset":  # idempotent: the store keeps one input per (run, name, digest)
+                client.log_inputs(run_id, datasets=[DatasetInput(Dataset(**record["dataset"]),
+                                                                 tags=[InputTag("mlflow.data.context", "train")])])
             elif op == "artifacts":
                 if Path(record["dir"]).is_dir():
                     client.log_artifacts(run_id, record["dir"], artifact_path=record["path"])

@@ -37,7 +37,7 @@ import numpy as np
 
 from ops.atomic import write_bytes
 
-from . import cell_artifacts, checkpoints, collapse, optim, paths
+from . import cell_artifacts, checkpoints, collapse, energy, optim, paths, run_facts
 from .cellfiles import FINAL_WEIGHTS, LAST_GOOD_EPOCH, SKIPS
 from .config import mult_spec
 from .progress import Progress
@@ -161,6 +161,10 @@ class _Run:
         self.progress: Progress | None = None
         self.simulated = cfg["mult"]["name"] != "native"  # the AM layers' ops count which kernel path they took
         self.paths_at_epoch_start = self.path_counts()
+        run_facts.record(tracker, self.data, str(paths.data_dir(cfg.get("data_dir"))), self.simulated)
+        self.energy = energy.EnergyMeter(self.cell_dir, uses_gpu=bool(tf.config.list_physical_devices("GPU")))
+        self.energy_tags = self.energy.tags()
+        tracker.set_tags(self.energy_tags)
 
     def path_counts(self) -> dict[str, int]:
         if not self.simulated:
@@ -328,7 +332,11 @@ class _Run:
         path_metrics = {f"gemm_{key}": paths[key] - self.paths_at_epoch_start.get(key, 0)
                         for key in ("fast_calls", "generic_calls") if key in paths}
         self.paths_at_epoch_start = paths
-        self.tracker.log_epoch(state.global_step, {**metrics, **path_metrics, "epoch_time_s": seconds,
+        joules = self.energy.epoch()  # only the counters that answered: a missing one is a tag, never a 0
+        if self.energy.tags() != self.energy_tags:  # a counter stopped answering: its tag says so
+            self.energy_tags = self.energy.tags()
+            self.tracker.set_tags(self.energy_tags)
+        self.tracker.log_epoch(state.global_step, {**metrics, **path_metrics, **joules, "epoch_time_s": seconds,
                                                    "images_per_s": images / seconds if seconds > 0 else 0.0})
         self.progress.epoch_end(state, metrics)
         state = State(epoch=state.epoch + 1, global_step=state.global_step, history=state.history)
@@ -342,6 +350,11 @@ def train(cfg: Mapping[str, Any], identity: str, cell_dir: Path, tracker: Tracke
     """Train the cell described by the plain config `cfg` to its last epoch, or until `should_stop()` is true
     (then a checkpoint is written and the outcome is "preempted")."""
     run = _Run(cfg, identity, cell_dir, tracker)
+    sampler = None
+    if cfg.get("system_metrics"):  # before the first background flush: both would import mlflow at once
+        from .system_metrics import SystemSampler
+
+        sampler = SystemSampler(tracker, cell_dir).start()
     cell_artifacts.log_multiplier(cfg, run.cell_dir, tracker)
     cell_artifacts.log_profile(cfg, run.cell_dir, tracker, run.model)
     state = run.resume()
@@ -362,7 +375,14 @@ def train(cfg: Mapping[str, Any], identity: str, cell_dir: Path, tracker: Tracke
                 state = run.collapse_rollback(bad)
     finally:
         run.progress.close()
+        run.energy.close()
+        if sampler is not None:
+            sampler.stop()
     final = state.history[-1]["test_accuracy"] if state.history else run.test_accuracy()
+    if state.history:
+        learned_nothing = collapse.final_verdict(final, state.history[-1]["loss"], run.data.num_classes)
+        if learned_nothing:
+            raise CollapseRollbacksExhausted(learned_nothing)
     save_final_weights(run.model, run.cell_dir / FINAL_WEIGHTS)
     tracker.log_metrics(state.global_step, {FINAL_KEY: final}, check=FINAL_KEY)
     cell_artifacts.log_curves(cfg, run.cell_dir, tracker, state.history)

@@ -92,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signum, stop.handle)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
+        from . import cellfiles, devices
+
+        devices.start_tensorflow(cellfiles.read_json(Path(argv[0]) / cellfiles.RUN_CONFIG) or {})
         return run(Path(argv[0]), stop)
     except Exception:  # an unexpected error is a crash: the parent retries from the last checkpoint (bounded)
         traceback.print_exc()

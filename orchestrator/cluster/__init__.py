@@ -9,11 +9,12 @@ Layout (one purpose per file):
     launcher.py   Hydra launchers: cluster=slurm|pbs|gadi submit one job per cell and return
                   (Hydra finds them as plugin_root/hydra_plugins/amdnn_cluster, which only names them)
     submit.py     the executor a grid record describes; resubmission
-    queue.py      job states from the scheduler (sacct/squeue, qstat)
+    queue.py      job states from the scheduler (sacct/squeue, qstat), and why a job waits (reason, comment)
+    limits.py     what a partition or queue can ever give one job; impossible requests refused before submitting
     preempt.py    inside a job: walltime/preemption -> checkpoint -> requeue or continuation
     job.py        `python -m orchestrator.cluster.job`: the same, for the hand-written jobs/ scripts
     grid.py       the record of launched cells (state dir), shared by status, resume and archive
-    status.py     `python -m orchestrator.cluster.status`: the grid as a table
+    status.py     `python -m orchestrator.cluster.status`: the grid as a table, with why a cell waits or failed
     resume.py     `python -m orchestrator.cluster.resume [--dry-run]`: resubmit dead cells (the cron job)
     archive.py    copy finished (and, periodically, running) cells to the archive path
 """

@@ -50,5 +50,36 @@ def job_states(scheduler: str, job_ids: tp.Iterable[str]) -> tp.Dict[str, str]:
     return query_states(ids)
 
 
+def _slurm_reasons(job_ids: tp.List[str]) -> tp.Dict[str, str]:
+    """squeue's reason for each live job (%r: PartitionConfig, Resources, Priority, QOSMaxJobsPerUserLimit, ...)."""
+    mains = sorted({j.split("_")[0] for j in job_ids})
+    live = subprocess.run(["squeue", "-h", "-r", "-o", "%i|%r", "-j", ",".join(mains)], capture_output=True,
+                          text=True, timeout=120)
+    reasons = {}
+    for line in live.stdout.splitlines():
+        job, _, reason = line.strip().partition("|")
+        if (job in job_ids or job.split("_")[0] in job_ids) and reason and reason != "None":
+            reasons[job] = reason
+    return reasons
+
+
+def job_reasons(scheduler: str, job_ids: tp.Iterable[str],
+                run: tp.Optional[tp.Callable[..., subprocess.CompletedProcess]] = None) -> tp.Dict[str, str]:
+    """{job id: why it waits} as the scheduler words it (Slurm's reason code, PBS's comment), for the jobs that have
+    one. Never raises: a status table without reasons is still a status table. `run`: a stand-in for subprocess.run
+    when asking qstat (tests)."""
+    ids = sorted({scripts.job_id(j) for j in job_ids})
+    if not ids:
+        return {}
+    try:
+        if check_scheduler(scheduler) == "slurm":
+            return _slurm_reasons(ids)
+        from .pbs.query import query_info  # pylint: disable=import-outside-toplevel
+
+        return {j: str(v["comment"]) for j, v in query_info(ids, run).items() if v.get("comment")}
+    except Exception:  # noqa: BLE001 - the scheduler unreachable or its answer unreadable: no reasons, still a table
+        return {}
+
+
 def alive(state: tp.Optional[str]) -> bool:
     return state in QUEUED or state in RUNNING

@@ -1,5 +1,7 @@
 """The grid as a table: every launched cell's state (queued, running, finished, failed), submission attempts, epoch
-progress, latest test accuracy and scheduler job id.
+progress, latest test accuracy, scheduler job id, and why a cell is not moving: the scheduler's reason for a job that
+waits (Slurm's squeue reason, PBS's comment), and for a failed cell its last error line (from its events, else from
+its job's log) and whether the resume cron gave up on it (cluster.max_attempts used).
 
     python -m orchestrator.cluster.status [--state-dir DIR] [--json]
 
@@ -64,6 +66,54 @@ def cell_state(record: dict, states: tp.Mapping[str, str]) -> str:
     return "failed"
 
 
+def _last_line(text: str) -> tp.Optional[str]:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else None
+
+
+def job_log_error(record: dict) -> tp.Optional[str]:
+    """The last line of the stderr log of the cell's latest job (submitit's <folder>/<job>_<task>_log.err)."""
+    job = latest_job(record)
+    folder = (record.get("executor") or {}).get("folder")
+    if not job or not folder:
+        return None
+    for log in sorted(Path(folder.replace("%j", job)).glob("*_log.err")):
+        try:
+            line = _last_line(log.read_text(errors="replace")[-20000:])
+        except OSError:
+            continue
+        if line:
+            return line
+    return None
+
+
+def last_error(record: dict) -> tp.Optional[str]:
+    """Why the cell's last attempt failed: its last failed or crash event (the cell's folder, else the archive), else
+    the last line of its job's log."""
+    for folder in (Path(record["cell_dir"]), archived_cell_dir(record)):
+        if folder is None:
+            continue
+        for event in reversed(cellfiles.events(folder)):
+            if event["event"] in ("failed", "crash"):
+                return _last_line(str(event.get("error") or event.get("how") or event["event"]))
+            if event["event"] in ("finished", "preempted"):
+                break
+    return job_log_error(record)
+
+
+def why(record: dict, state: str, job_state: str, reason: tp.Optional[str]) -> str:
+    """One line: why a queued cell waits, or why a failed one failed and what happens to it next."""
+    if state == "queued":
+        return f"waiting: {reason}" if reason else ""
+    if state != "failed":
+        return ""
+    attempts, limit = record.get("attempts", 0), record.get("max_attempts")
+    error = last_error(record) or f"job {latest_job(record)} ended {job_state if job_state != '-' else 'unseen'}"
+    if limit is not None and attempts >= limit:
+        return f"gave up after {attempts} of cluster.max_attempts={limit} attempts: {error}"
+    return f"resubmitted by the resume cron: {error}"
+
+
 def progress(records: tp.Iterable[dict]) -> tp.Dict[str, dict]:
     """{identity: {"epoch", "test_accuracy", "run_id", "run_status"}} from MLflow, one query per store/experiment."""
     from mlflow.tracking import MlflowClient  # pylint: disable=import-outside-toplevel
@@ -96,28 +146,38 @@ def rows(grid: Grid) -> tp.List[dict]:
     records = grid.cells()
     states = scheduler_states(records)
     prog = progress(records)
+    waiting = defaultdict(list)
+    for record in records:
+        if cell_state(record, states) == "queued":
+            waiting[record["executor"]["scheduler"]].append(latest_job(record))
+    reasons: tp.Dict[str, str] = {}
+    for scheduler, ids in waiting.items():
+        reasons.update(queue.job_reasons(scheduler, ids))
     out = []
     for record in records:
         p = prog.get(record["identity"], {})
         done = done_info(record)
+        state = cell_state(record, states)
+        job_state = states.get(latest_job(record) or "", "-")
         epoch = p.get("epoch") or (done or {}).get("epochs") or 0
         accuracy = (done or {}).get("test_accuracy", p.get("test_accuracy"))
         out.append({
             "cell": record["name"], "model": record["model"], "mult": record["mult"], "dataset": record["dataset"],
-            "seed": record["seed"], "state": cell_state(record, states), "attempts": record.get("attempts", 0),
+            "seed": record["seed"], "state": state, "attempts": record.get("attempts", 0),
             "max_attempts": record.get("max_attempts"), "epoch": int(epoch), "epochs": record.get("epochs"),
             "test_accuracy": accuracy, "job_id": latest_job(record),
-            "job_state": states.get(latest_job(record) or "", "-"), "scheduler": record["executor"]["scheduler"],
-            "run_id": p.get("run_id"), "run_status": p.get("run_status")})
+            "job_state": job_state, "scheduler": record["executor"]["scheduler"],
+            "run_id": p.get("run_id"), "run_status": p.get("run_status"),
+            "why": why(record, state, job_state, reasons.get(latest_job(record) or ""))})
     return out
 
 
 def table(rows_: tp.List[dict]) -> str:
-    head = ["model", "mult", "dataset", "seed", "state", "attempts", "epoch", "test acc", "job id", "job state"]
+    head = ["model", "mult", "dataset", "seed", "state", "attempts", "epoch", "test acc", "job id", "job state", "why"]
     body = [[r["model"], r["mult"], r["dataset"], str(r["seed"]), r["state"],
              f"{r['attempts']}/{r['max_attempts']}", f"{r['epoch']}/{r['epochs']}",
              "-" if r["test_accuracy"] is None else f"{r['test_accuracy']:.4f}",
-             f"{r['job_id'] or '-'} ({r['scheduler']})", r["job_state"]] for r in rows_]
+             f"{r['job_id'] or '-'} ({r['scheduler']})", r["job_state"], r.get("why") or ""] for r in rows_]
     widths = [max(len(x) for x in col) for col in zip(head, *body)]
     line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
     counts = ", ".join(f"{sum(r['state'] == s for r in rows_)} {s}" for s in STATES)

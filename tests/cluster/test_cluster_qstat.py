@@ -223,3 +223,13 @@ def test_the_watcher_reads_every_job_through_the_same_queries(pbspro, monkeypatc
     watcher.update()
     assert watcher.get_state("12345690.gadi-pbs", mode="cache") == "RUNNING"
     assert watcher.get_state("12345691", mode="cache") == "TIMEOUT"
+
+
+def test_a_waiting_jobs_reason_is_pbs_comment(pbspro):
+    """What `status` shows for a queued PBS job: its comment (a PBS Pro answer as text; no PBS Pro server here)."""
+    from orchestrator.cluster import queue
+
+    ids = ["12345682.gadi-pbs", "12345678.gadi-pbs"]
+    fake = FakeQstat({"qstat -x -f -F json " + " ".join(sorted(ids)): (DATA / "qstat_pbspro_gadi.json").read_text()})
+    assert queue.job_reasons("pbs", ids, run=fake) == {
+        "12345682.gadi-pbs": "Not Running: Insufficient amount of resource: ngpus"}

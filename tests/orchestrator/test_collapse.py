@@ -80,3 +80,25 @@ def test_collapse_beyond_the_bound_fails_with_the_reason(workdir):
     data = run_data(workdir.uri, result.run_id)
     assert data["status"] == "FAILED" and "epoch 2: training loss" in data["tags"]["amdnn.error"]
     assert [s for s, _ in data["metrics"]["epoch"]] == [STEPS_PER_EPOCH]  # the collapsed epoch is not a result
+
+
+@pytest.mark.parametrize("accuracy, loss, fails", [
+    (0.1142, 2.3459, True),    # never learned: at chance on both counts
+    (0.1142, 1.9000, False),   # learning slowly: the loss has moved
+    (0.3000, 2.2000, False),   # above chance
+])
+def test_final_verdict(accuracy, loss, fails):
+    got = collapse.final_verdict(accuracy, loss, num_classes=10)
+    assert (got is not None) == fails, got
+    if fails:
+        assert f"final test accuracy {accuracy:.4f} is at chance level (1/10 = 0.1000)" in got
+
+
+def test_a_run_that_learned_nothing_fails_with_the_reason_not_finished(workdir):
+    from orchestrator.cell import run_cell
+
+    result = run_cell(workdir.cfg(*TINY, "train.optimizer.lr=1e-9"), supervise=False)
+    assert result.status == "failed" and "the run learned nothing: final test accuracy" in result.error, result
+    assert not (Path(result.cell_dir) / "done.json").exists()
+    data = run_data(workdir.uri, result.run_id)
+    assert data["status"] == "FAILED" and "the run learned nothing" in data["tags"]["amdnn.error"]

@@ -53,6 +53,7 @@ def test_default_config_is_valid_and_is_the_default_cell():
     ("dataset.augment=true", "dataset.augment=true but digits has no usual augmentation; datasets with one: cifar10"),
     ("dataset=mnist dataset.augment=true", "mnist has no usual augmentation; datasets with one: cifar10"),
     ("dataset.augment=1", "dataset.augment=1 must be true or false"),
+    ("system_metrics=sometimes", "system_metrics='sometimes' must be true or false"),
     ("cluster=slurm cluster.walltime=abc", "cluster.walltime: walltime 'abc': expected 'HH:MM:SS'"),
     ("cluster=pbs cluster.walltime=01:75:00", "minutes and seconds must be below 60"),
     ("cluster=slurm cluster.cpus=-2", "cluster.cpus: cpus -2: expected a whole number >= 0"),
