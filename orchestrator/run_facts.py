@@ -51,10 +51,44 @@ def ops_build(simulated: bool) -> str:
     return Path(info.library).parent.name if info else "unknown"
 
 
+def nvml_facts(nvml: Any = None) -> dict[str, str]:
+    """The NVIDIA driver's version and the CUDA version it supports, from NVML; what was missing, if it was."""
+    try:
+        if nvml is None:
+            import pynvml as nvml  # nvidia-ml-py
+        nvml.nvmlInit()
+        try:
+            driver = nvml.nvmlSystemGetDriverVersion()
+            cuda = nvml.nvmlSystemGetCudaDriverVersion_v2()  # e.g. 13000 for 13.0
+        finally:
+            nvml.nvmlShutdown()
+    except Exception as missing:  # no pynvml, no driver, or an NVML too old for the call: say which
+        return {"amdnn.gpu_driver": f"unknown ({type(missing).__name__}: {missing})"[:250]}
+    driver = driver.decode() if isinstance(driver, bytes) else str(driver)
+    return {"amdnn.gpu_driver": driver, "amdnn.gpu_driver_cuda": f"{cuda // 1000}.{cuda % 1000 // 10}"}
+
+
+def gpu_facts(simulated: bool) -> dict[str, str]:
+    """On a GPU: the driver and its CUDA (NVML), the CUDA TensorFlow was built with, and the CUDA release and
+    architectures of the ops' GPU kernels; {} on a machine where TensorFlow sees no GPU."""
+    import tensorflow as tf
+
+    if not tf.config.list_physical_devices("GPU"):
+        return {}
+    facts = {**nvml_facts(), "amdnn.tensorflow_cuda": str(tf.sysconfig.get_build_info().get("cuda_version", "?"))}
+    if simulated:
+        from ops.library import loaded_build
+
+        info = loaded_build()
+        if info is not None:
+            facts["amdnn.ops_cuda"] = f"CUDA {info.cuda} for {info.cuda_arch}"
+    return facts
+
+
 def attempt_tags(simulated: bool) -> dict[str, str]:
-    """The tags of this attempt: host, job id, device, ops build."""
+    """The tags of this attempt: host, job id, device, ops build, and on a GPU its driver and CUDA versions."""
     tags = {"amdnn.host": socket.gethostname(), "amdnn.device": device(),
-            "amdnn.ops_build": ops_build(simulated)}
+            "amdnn.ops_build": ops_build(simulated), **gpu_facts(simulated)}
     if job_id():
         tags["amdnn.job_id"] = job_id()  # type: ignore[assignment]
     return tags

@@ -55,3 +55,19 @@ def test_meter_logs_gpu_energy_per_epoch_and_run(tmp_path):
 def test_hidden_gpus_are_not_counted():
     with pytest.raises(energy.Missing, match="no GPU visible"):
         energy.NvmlEnergy(visible="")
+
+
+def test_the_run_records_the_driver_and_its_cuda_version():
+    """orchestrator.run_facts.nvml_facts on a real driver: the version nvidia-smi prints, and a CUDA version that
+    can run the kernels built here (nvcc 13 needs a driver that supports CUDA >= 13.0)."""
+    import subprocess
+
+    from orchestrator.run_facts import nvml_facts
+
+    facts = nvml_facts()
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
+                         text=True, check=True).stdout.split()[0]
+    print(facts)
+    assert facts["amdnn.gpu_driver"] == smi
+    major, minor = (int(part) for part in facts["amdnn.gpu_driver_cuda"].split("."))
+    assert (major, minor) >= (12, 0)
