@@ -8,6 +8,7 @@ The public API, usable from any TensorFlow program (ops knows nothing of models,
     ops.read_table(path) / ops.write_table(table_or_name, path) / ops.make_table(name, m)   ApproxTrain tables
     ops.names() / ops.parse(spec)          the multiplier modes (one list, read by configs, docs and tests)
     ops.path_counts()                      how many GEMM calls took the fast and the generic CPU kernel
+    ops.cpu_kernels()                      the CPU kernels' instruction-set level and the modes fast there
     python -m ops.build                    compile the kernels now (normally done on first use)
 
 PyTorch users: `from ops import torch_ops` (torch_ops.conv2d / torch_ops.matmul in torch's conventions, CPU and CUDA,
@@ -33,6 +34,7 @@ _EXPORTS = {
     "make_table": "ops.tables",
     "BuildError": "ops.build",
     "path_counts": "ops.kernel_paths",
+    "cpu_kernels": "ops.kernel_paths",
 }
 
 __all__ = sorted(_EXPORTS)
