@@ -37,6 +37,7 @@ template <Mode M>
 constexpr Form kForm = Form::kNone;
 template <Mode M>
 void micro_fast(const MicroArgs&) {}
+inline void round_to_half_in_place(uint32_t*, size_t) {}
 }  // namespace cpu_layer
 }  // namespace amdnn
 #endif
@@ -264,8 +265,19 @@ void pack_b(const MatrixSource& source, const uint32_t* raw, int64_t k0, int64_t
   }
 }
 
+// fp16 decodes to the operand rounded to binary16 and back, nothing else: the layer's conversion instructions do
+// that many at a time (the scalar round_to_half is ~30 instructions a value, as much as the products it feeds on
+// layers of 64 channels).
+template <Mode M>
+bool decoded_by_layer(std::vector<uint32_t>& plane) {
+  if constexpr (M != Mode::kFp16) return false;
+  cpu_layer::round_to_half_in_place(plane.data(), plane.size());
+  return true;
+}
+
 template <Mode M>
 void decode_a(Packed& p) {
+  if (decoded_by_layer<M>(p.a0)) return;
   const size_t size = p.a0.size();
   if constexpr (kUsesPart1<M>) p.a1.resize(size);
   if constexpr (kUsesPart2<M>) p.a2.resize(size);
@@ -281,6 +293,7 @@ void decode_a(Packed& p) {
 
 template <Mode M>
 void decode_b(Packed& p) {
+  if (decoded_by_layer<M>(p.b0)) return;
   const size_t size = p.b0.size(), rows = size / kNR;  // rows: panel * kc + k
   if constexpr (kUsesPart1<M>) p.b1.resize(size);
   if constexpr (kUsesPart2<M>) p.b2.resize(size);

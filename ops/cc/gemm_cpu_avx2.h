@@ -78,6 +78,18 @@ inline __m256 multiply_add8(__m256 acc, __m256i a0, __m256i a1, __m256 a2, __m25
   }
 }
 
+// values[i] = round_to_half(values[i]) (fp16's decoding): F16C rounds to nearest even, keeps half subnormals (FTZ and
+// DAZ are off in the kernels) and quiets NaNs keeping their payload's top bits, as half_from_float does.
+inline void round_to_half_in_place(uint32_t* values, size_t count) {
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    __m256i* at = reinterpret_cast<__m256i*>(values + i);
+    const __m256 v = _mm256_castsi256_ps(_mm256_loadu_si256(at));
+    _mm256_storeu_si256(at, as_int(_mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))));
+  }
+  for (; i < count; ++i) values[i] = bits_of(round_to_half(float_of(values[i])));
+}
+
 template <Mode M>
 void micro_fast(const MicroArgs& x) {
   constexpr Form F = kForm<M>;
