@@ -179,12 +179,12 @@ template <Mode M>
 constexpr bool kUsesPart1 = kForm<M> == Form::kMbmFormula || kForm<M> == Form::kMbmBytes ||
                             kForm<M> == Form::kTablePermute || kForm<M> == Form::kTableGather;
 template <Mode M>
-constexpr bool kTakesZeros = kForm<M> == Form::kAddBits || kForm<M> == Form::kMbmFormula ||
+constexpr bool kNeedsZeroMask = kForm<M> == Form::kAddBits || kForm<M> == Form::kMbmFormula ||
                              kForm<M> == Form::kMbmBytes || kForm<M> == Form::kTableGather;
 template <Mode M>
-constexpr bool kUsesPart2 = kTakesZeros<M> && !cpu_layer::kMaskRegisters;
+constexpr bool kUsesPart2 = kNeedsZeroMask<M> && !cpu_layer::kMaskRegisters;
 template <Mode M>
-constexpr bool kMasked = kTakesZeros<M> && cpu_layer::kMaskRegisters;
+constexpr bool kMasked = kNeedsZeroMask<M> && cpu_layer::kMaskRegisters;
 template <Mode M>
 constexpr bool kTableLookup = kForm<M> == Form::kTablePermute;
 
