@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -24,26 +23,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ops import torch_ops  # noqa: E402
 from ops.multipliers import names  # noqa: E402
+from ops.selftest_frameworks import cuda_median_ms as median_ms  # noqa: E402
 
 BATCH = 128
 # (spatial size, in channels, out channels, stride) of ResNet-18's 3x3 convs on CIFAR-10
 SHAPES = [(32, 64, 64, 1), (32, 64, 128, 2), (16, 128, 128, 1), (16, 128, 256, 2), (8, 256, 256, 1),
           (8, 256, 512, 2), (4, 512, 512, 1)]
-
-
-def median_ms(fn, repeats: int) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 def products(size: int, cin: int, cout: int, stride: int) -> int:

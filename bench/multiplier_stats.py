@@ -1,7 +1,8 @@
 """Regenerate docs/multipliers.md: the table of multiplier modes with the measured error of one product.
 
-Reads the registry (ops.multipliers.MODES) and the numpy reference (ops.reference.product), so a new mode appears in
-the docs by adding it to the registry. Run from the repository root:
+Reads the registry (ops.multipliers.MODES) and the error statistics of the numpy reference (ops.error_stats, also
+what `python -m ops.describe` prints), so a new mode appears in the docs by adding it to the registry. Run from the
+repository root:
 
     python -m bench.multiplier_stats            # rewrite docs/multipliers.md
     python -m bench.multiplier_stats --check    # exit 1 if docs/multipliers.md is out of date
@@ -13,25 +14,10 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
-
+from ops.error_stats import OPERANDS, SEED, error_stats
 from ops.multipliers import LUT_DESCRIPTION, LUT_PATTERN, MODES
-from ops.reference import product
 
 DOC_PATH = Path(__file__).resolve().parents[1] / "docs" / "multipliers.md"
-OPERANDS = 10**6  # pairs: the standard error of a mean relative error of ~3 % is then ~0.002 %
-SEED = 0
-
-
-def error_stats(mode_name: str, count: int = OPERANDS, seed: int = SEED) -> dict[str, float]:
-    """Relative error (approx - exact) / exact of `count` products of standard normal float32 pairs."""
-    rng = np.random.default_rng(seed)
-    a = rng.standard_normal(count).astype(np.float32)
-    b = rng.standard_normal(count).astype(np.float32)
-    exact = a.astype(np.float64) * b.astype(np.float64)
-    relative = (product(a, b, mode_name).astype(np.float64) - exact) / exact
-    return {"mean": float(np.abs(relative).mean()), "bias": float(relative.mean()),
-            "max": float(np.abs(relative).max())}
 
 
 def _percent(fraction: float, signed: bool = False) -> str:
@@ -53,7 +39,10 @@ def render() -> str:
         f"(`ops/reference.py`); do not edit by hand. Error of one product on {OPERANDS:,} pairs of standard "
         f"normal fp32 operands (seed {SEED}):",
         "relative error = (approximate - exact) / exact; mean |rel. error|, bias = mean rel. error, max |rel. error|.",
-        "Definitions (normative, with worked examples): `docs/multipliers-spec.md`.",
+        "Definitions (normative, with worked examples): `docs/multipliers-spec.md`. One mode's percentiles and error "
+        "map",
+        "(every mantissa pair of a 7-bit mode, a histogram otherwise): `python -m ops.describe MODE`, from the same "
+        "`ops/error_stats.py`.",
         "",
         "| mode | family | m | description | mean rel. error | bias | max rel. error |",
         "|---|---|---|---|---|---|---|",

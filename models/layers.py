@@ -1,8 +1,9 @@
 """AM layers: Keras Conv2D and Dense whose multiplies go through a simulated multiplier (ops.conv2d / ops.matmul).
 
-AMConv2D and AMDense subclass Keras' own Conv2D and Dense and change only the product: the weights are created by
-the parent class, so they have exactly its layout and names (`kernel` HWIO / [in, out], `bias`), and weights
-trained natively load into an AM layer unchanged. The config adds `multiplier` and `exact_gradients`, so a model
+AMConv2D and AMDense subclass Keras' own Conv2D and Dense and change only the product (ops.keras_ops: the TF ops
+on Keras' TensorFlow backend, the PyTorch binding on its torch backend, chosen by KERAS_BACKEND): the weights are
+created by the parent class, so they have exactly its layout and names (`kernel` HWIO / [in, out], `bias`), and
+weights trained natively load into an AM layer unchanged. The config adds `multiplier` and `exact_gradients`, so a model
 saved with AM layers reloads with the same multiplier.
 
 The custom ops cannot be compiled by XLA, so these layers set `supports_jit = False`: Keras then never picks XLA
@@ -12,13 +13,16 @@ for a model that contains them (jit_compile="auto" resolves to False, jit_compil
 import keras
 
 import ops
+from ops import keras_ops
 
 from models.registry import NATIVE
 
 
 def check_multiplier(multiplier):
-    """Raise ValueError (listing the valid choices) unless `multiplier` is a mode of ops.names() or "lut:<path>"."""
+    """Raise ValueError (listing the valid choices) unless `multiplier` is a mode of ops.names() or "lut:<path>",
+    and Keras runs on a backend the ops have kernels for."""
     ops.parse(multiplier)
+    keras_ops.backend()
 
 
 def _spatial_arg(values, what):
@@ -49,7 +53,7 @@ class AMConv2D(keras.layers.Conv2D):
         self.supports_jit = False
 
     def convolution_op(self, inputs, kernel):
-        return ops.conv2d(
+        return keras_ops.conv2d(
             inputs,
             kernel,
             strides=_spatial_arg(self.strides, "strides"),
@@ -80,7 +84,7 @@ class AMDense(keras.layers.Dense):
         self.supports_jit = False
 
     def call(self, inputs, training=None):
-        x = ops.matmul(inputs, self.kernel, multiplier=self.multiplier, exact_gradients=self.exact_gradients)
+        x = keras_ops.matmul(inputs, self.kernel, multiplier=self.multiplier, exact_gradients=self.exact_gradients)
         if self.bias is not None:
             x = keras.ops.add(x, self.bias)
         if self.activation is not None:

@@ -10,9 +10,11 @@ The public API, usable from any TensorFlow program (ops knows nothing of models,
     ops.path_counts()                      how many GEMM calls took the fast and the generic CPU kernel
     ops.cpu_kernels()                      the CPU kernels' instruction-set level and the modes fast there
     python -m ops.build                    compile the kernels now (normally done on first use)
+    python -m ops.describe am16            one mode's error statistics and error map (ops/error_stats.py)
 
 PyTorch users: `from ops import torch_ops` (torch_ops.conv2d / torch_ops.matmul in torch's conventions, CPU and CUDA,
-built on first use by ops/torch_build.py). ops itself imports neither TensorFlow nor torch.
+built on first use by ops/torch_build.py). Keras layers: `ops.keras_ops` runs the ops on whichever backend Keras runs
+(TensorFlow or torch). On a GPU node: `python -m ops.selftest`. ops itself imports neither TensorFlow nor torch.
 
 Attributes are resolved on first access, so `import ops` stays cheap and TensorFlow loads only when an op is used.
 """

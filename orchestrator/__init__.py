@@ -13,8 +13,13 @@ environment before TensorFlow, MLflow or Hydra are imported. Import the parts di
     orchestrator.tracking     one MLflow run per cell, fed through a durable local queue
     orchestrator.cellfiles    the files of a cell's folder (done.json, events.jsonl, ...) that other tools read
     orchestrator.report       the model x mult table read back from MLflow (`python -m orchestrator.report`)
+    orchestrator.report_files the report as files: markdown, CSV, HTML, heatmaps, learning curves
+    orchestrator.summary_run  the experiment's "report" run in MLflow that carries those files
+    orchestrator.figures      the report's figures (matplotlib): heatmap, learning curves
+    orchestrator.histories    per-epoch curves read back from MLflow
+    orchestrator.cell_artifacts  what a cell logs beside its metrics: multiplier map, layer profile, curves
     orchestrator.launching    what launch.py does with one composed config
-    orchestrator.callbacks    Hydra callbacks: validate a sweep before it runs, print its table at the end
+    orchestrator.callbacks    Hydra callbacks: validate a sweep before it runs, write its report at the end
     orchestrator.optim        optimizers and learning-rate schedules (the lists of valid names)
     orchestrator.paths        default locations of data/, checkpoints/ and the MLflow store
     orchestrator.progress     a progress bar in a terminal, one line per epoch in a log

@@ -1,7 +1,10 @@
 """Hydra callbacks of a sweep: check every cell before the first one runs; print the results table at the end.
 
 Configured in conf/config.yaml (hydra.callbacks.amdnn), so they run in the launching process whatever the launcher:
-a local sweep, or a cluster sweep that only submits (whose table then shows the cells still queued as "-").
+a local sweep, or a cluster sweep that only submits (whose table then shows the cells still queued as "-"). At the
+end the sweep's report files (orchestrator.report_files) go into the sweep folder, and a local sweep, whose cells
+have run, logs the experiment's report to its summary run in MLflow (a cluster grid's is logged by the resume cron
+when its last cell finishes).
 """
 from __future__ import annotations
 
@@ -62,7 +65,7 @@ class SweepCallbacks(Callback):
         print(f"[amdnn] sweep of {len(self.cells)} cell(s), all valid", flush=True)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from . import paths, report
+        from . import paths, report, report_files
 
         uri = paths.tracking_uri(config.get("tracking_uri"))
         try:
@@ -71,9 +74,13 @@ class SweepCallbacks(Callback):
         except Exception as e:  # noqa: BLE001 - the sweep itself went through; say why there is no table
             print(f"[amdnn] cannot read results from {uri}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
             return
-        table = report.markdown(rows)
+        print(f"\n{report.markdown(rows)}\n", flush=True)
         sweep_dir = Path(config.hydra.sweep.dir)
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        (sweep_dir / "report.md").write_text(table + "\n")
-        (sweep_dir / "report.csv").write_text(report.to_csv(rows))
-        print(f"\n{table}\n\n[amdnn] also in {sweep_dir / 'report.md'} and {sweep_dir / 'report.csv'}", flush=True)
+        try:
+            written = report_files.write_report(rows, sweep_dir, config.experiment, uri)
+            print(f"[amdnn] also in {sweep_dir}: {', '.join(p.name for p in written)}", flush=True)
+            if config.cluster.get("scheduler") is None:  # a local sweep has finished its cells: publish them
+                _, _, run_id = report_files.publish_experiment(uri, config.experiment, cells=self.cells or [])
+                print(f"[amdnn] the experiment's report is logged to MLflow run {run_id} (\"report\")", flush=True)
+        except Exception as e:  # noqa: BLE001 - the sweep itself went through and its table is printed above
+            print(f"[amdnn] report files not written: {type(e).__name__}: {e}", file=sys.stderr, flush=True)

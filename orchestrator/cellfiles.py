@@ -6,6 +6,7 @@
     events.jsonl       one line per attempt event: start, crash, preempted, finished, failed (host, job id, time)
     cell.lock          held by the one process running the cell
     checkpoints/  skips.json  tracking-queue.jsonl  mlflow-run.json  final_weights.npz  last-good-epoch/
+    artifacts/    the files logged with the run: multiplier/, profile/, curves/
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ LAST_GOOD_EPOCH = "last-good-epoch"   # a checkpoint store holding the newest he
 FINAL_WEIGHTS = "final_weights.npz"   # the trained model's variables by Keras path
 QUEUE = "tracking-queue.jsonl"        # MLflow records not sent yet (orchestrator.tracking)
 RUN_CACHE = "mlflow-run.json"         # tracking URI -> MLflow run id of this cell
+ARTIFACTS = "artifacts"               # files logged with the run, one folder per part (orchestrator.cell_artifacts)
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -122,6 +122,8 @@ def validate(cfg: Any) -> dict:
         value = need(path)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
             errors.append(f"{path}={value!r} must be an integer >= {low}")
+    if not isinstance(c.get("profile_layers", False), bool):
+        errors.append(f"profile_layers={c['profile_layers']!r} must be true or false")
     lr = need("train.optimizer.lr")
     if lr is not None and (isinstance(lr, bool) or not isinstance(lr, (int, float)) or lr <= 0):
         errors.append(f"train.optimizer.lr={lr!r} must be a number > 0")

@@ -1,6 +1,10 @@
 """The results table: final test accuracy of every cell, model x multiplier, read back from MLflow.
 
-    python -m orchestrator.report [--experiment amdnn] [--tracking-uri URI] [--csv FILE]
+    python -m orchestrator.report [--experiment amdnn] [--tracking-uri URI] [--csv FILE] [--out DIR] [--no-mlflow]
+
+prints the tables and writes them, with a heatmap and the learning curves per data set, into DIR (report_files:
+markdown, CSV, a self-contained HTML page, PNGs), then logs those files to the experiment's summary run in MLflow
+(summary_run), so the dashboard shows them.
 
 One table per data set; rows in the model registry's order, columns in ops.names() order (tables last). A table cell
 holds one experiment: the runs whose defining config (orchestrator.identity) is the same but for the seed, shown as
@@ -28,6 +32,7 @@ from .identity import DEFINING_KEYS, SEED_KEY, without_seed
 from .tracking import FINAL_KEY, TAG_CELL, TAG_DEFINING, flatten
 
 TABLE_HASH = "mult.table_sha256"   # the setting key of a table's contents (identity.defining_config)
+DEFAULT_OUT = "reports"            # the command's files go to ./reports/<experiment>/ unless --out says otherwise
 HASH_SHOWN = 8                     # hex digits of a table's hash in a label: enough to tell a grid's tables apart
 
 
@@ -102,8 +107,19 @@ def _order(values: set[str], preferred: Sequence[str]) -> list[str]:
     return [v for v in preferred if v in values] + sorted(values - set(preferred))
 
 
-def _cell_text(rows: list[Row]) -> str:
-    done = [r.test_accuracy for r in rows if r.status == "FINISHED" and r.test_accuracy is not None]
+def finished_accuracies(rows: Sequence[Row]) -> list[float]:
+    """The final test accuracies of the finished runs among `rows` (one table cell's seeds)."""
+    return [r.test_accuracy for r in rows if r.status == "FINISHED" and r.test_accuracy is not None]
+
+
+def cell_mean(rows: Sequence[Row]) -> float | None:
+    """The number a table cell stands for (the mean over its finished seeds), None while none has finished."""
+    done = finished_accuracies(rows)
+    return statistics.fmean(done) if done else None
+
+
+def cell_text(rows: Sequence[Row]) -> str:
+    done = finished_accuracies(rows)
     if done:
         mean = statistics.fmean(done)
         if len(done) == 1:
@@ -155,9 +171,9 @@ def _label(base: str, setting: Mapping[str, str], keys: Sequence[str]) -> str:
     return " ".join(shown + [f"{k}={_value(setting.get(k))}" for k in keys if k != TABLE_HASH])
 
 
-def table(rows: Sequence[Row], model_order: Sequence[str] = (), mult_order: Sequence[str] = ()) \
-        -> tuple[list[str], list[tuple[str, list[str]]]]:
-    """One data set's table: the column labels and, per row label, the text of each cell. Two experiments never
+def grid(rows: Sequence[Row], model_order: Sequence[str] = (), mult_order: Sequence[str] = ()) \
+        -> tuple[list[str], list[tuple[str, list[list[Row]]]]]:
+    """One data set's table: the column labels and, per row label, the runs of each cell. Two experiments never
     share a cell: the model's own differing settings go into the row label, every other one into the column label."""
     groups = _experiments(rows)
     row_keys: dict[str, set[str]] = defaultdict(set)      # model -> the model.* keys its rows show
@@ -179,22 +195,39 @@ def table(rows: Sequence[Row], model_order: Sequence[str] = (), mult_order: Sequ
         cells[(row, column)] = runs
     rows_out = sorted(row_labels, key=row_labels.__getitem__)
     columns = sorted(column_labels, key=column_labels.__getitem__)
-    return columns, [(row, [_cell_text(cells.get((row, column), [])) for column in columns]) for row in rows_out]
+    return columns, [(row, [cells.get((row, column), []) for column in columns]) for row in rows_out]
+
+
+def orders() -> tuple[list[str], list[str]]:
+    """The registries' orders of models and multipliers: the rows' and columns' order in every table."""
+    from .config import model_names, mult_names
+
+    try:
+        return model_names(), mult_names()
+    except Exception:  # noqa: BLE001 - a report must print even where models/ops cannot be imported
+        return [], []
+
+
+def grids(rows: Sequence[Row]) -> list[tuple[str, list[str], list[tuple[str, list[list[Row]]]]]]:
+    """(data set, column labels, [(row label, the runs of each cell)]) for each data set, in name order: what
+    every form of the report (markdown, CSV, HTML, heatmap) shows."""
+    model_order, mult_order = orders()
+    return [(dataset, *grid([r for r in rows if r.dataset == dataset], model_order, mult_order))
+            for dataset in sorted({r.dataset for r in rows})]
+
+
+def tables(rows: Sequence[Row]) -> list[tuple[str, list[str], list[tuple[str, list[str]]]]]:
+    """(data set, column labels, [(row label, cell texts)]) for each data set, in name order."""
+    return [(dataset, columns, [(row, [cell_text(runs) for runs in cells]) for row, cells in body])
+            for dataset, columns, body in grids(rows)]
 
 
 def markdown(rows: Sequence[Row]) -> str:
     """Markdown tables (one per data set) of final test accuracy, model x multiplier."""
     if not rows:
         return "(no runs found)"
-    from .config import model_names, mult_names
-
-    try:
-        model_order, mult_order = model_names(), mult_names()
-    except Exception:  # noqa: BLE001 - a report must print even where models/ops cannot be imported
-        model_order, mult_order = [], []
     out = []
-    for dataset in sorted({r.dataset for r in rows}):
-        columns, body = table([r for r in rows if r.dataset == dataset], model_order, mult_order)
+    for dataset, columns, body in tables(rows):
         lines = [f"| Final test accuracy ({dataset}) | " + " | ".join(columns) + " |",
                  "|---|" + "---|" * len(columns)]
         lines += [f"| {row} | " + " | ".join(cells) + " |" for row, cells in body]
@@ -220,16 +253,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--experiment", default=None, help="MLflow experiment; default: conf/config.yaml's")
     parser.add_argument("--tracking-uri", default=None, help="default: $MLFLOW_TRACKING_URI or <repo>/mlflow.db")
     parser.add_argument("--csv", default=None, help="also write the per-cell CSV to this file")
+    parser.add_argument("--out", default=None, help=f"folder of the report's files (default: {DEFAULT_OUT}/EXPERIMENT)")
+    parser.add_argument("--no-mlflow", action="store_true", help="write the files only; do not log them to the "
+                        "experiment's summary run")
     args = parser.parse_args(argv)
     if args.experiment is None:
         from omegaconf import OmegaConf
 
         args.experiment = OmegaConf.load(paths.repo_root() / "conf" / "config.yaml").experiment
-    rows = collect(paths.tracking_uri(args.tracking_uri), args.experiment)
+    from .report_files import publish_experiment
+
+    out = args.out or f"{DEFAULT_OUT}/{args.experiment}"
+    rows, written, run_id = publish_experiment(paths.tracking_uri(args.tracking_uri), args.experiment, out,
+                                               to_mlflow=not args.no_mlflow)
     print(markdown(rows))
     if args.csv:
         with open(args.csv, "w") as f:
             f.write(to_csv(rows))
+    print(f"[amdnn] report written: {', '.join(str(p) for p in written)}")
+    if run_id:
+        print(f"[amdnn] logged as the artifacts of run {run_id} (named \"report\") of experiment {args.experiment}")
     return 0
 
 

@@ -152,6 +152,11 @@ class Tracker:
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         self._append({"op": "tags", "tags": {k: str(v) for k, v in tags.items()}})
 
+    def log_artifacts(self, local_dir: Path, artifact_path: str) -> None:
+        """Queue the files of local_dir (in the cell folder, kept there) as the run's artifacts under artifact_path;
+        sending them again replaces the same files, so a repeated send changes nothing."""
+        self._append({"op": "artifacts", "dir": str(local_dir), "path": artifact_path})
+
     def end(self, status: str) -> None:
         self._append({"op": "end", "status": status})
 
@@ -301,6 +306,11 @@ class Tracker:
                 logged[check].add(record["step"])
             elif op == "tags":
                 client.log_batch(run_id, tags=[RunTag(k, v) for k, v in record["tags"].items()])
+            elif op == "artifacts":
+                if Path(record["dir"]).is_dir():
+                    client.log_artifacts(run_id, record["dir"], artifact_path=record["path"])
+                else:
+                    log.warning("tracking queue: artifacts folder %s is gone; not logged", record["dir"])
             elif op == "end":
                 client.set_terminated(run_id, status=record["status"], end_time=record["time_ms"])
             else:

@@ -37,7 +37,7 @@ import numpy as np
 
 from ops.atomic import write_bytes
 
-from . import checkpoints, collapse, optim, paths
+from . import cell_artifacts, checkpoints, collapse, optim, paths
 from .cellfiles import FINAL_WEIGHTS, LAST_GOOD_EPOCH, SKIPS
 from .config import mult_spec
 from .progress import Progress
@@ -342,6 +342,8 @@ def train(cfg: Mapping[str, Any], identity: str, cell_dir: Path, tracker: Tracke
     """Train the cell described by the plain config `cfg` to its last epoch, or until `should_stop()` is true
     (then a checkpoint is written and the outcome is "preempted")."""
     run = _Run(cfg, identity, cell_dir, tracker)
+    cell_artifacts.log_multiplier(cfg, run.cell_dir, tracker)
+    cell_artifacts.log_profile(cfg, run.cell_dir, tracker, run.model)
     state = run.resume()
     if state is None:
         state = State()
@@ -363,6 +365,7 @@ def train(cfg: Mapping[str, Any], identity: str, cell_dir: Path, tracker: Tracke
     final = state.history[-1]["test_accuracy"] if state.history else run.test_accuracy()
     save_final_weights(run.model, run.cell_dir / FINAL_WEIGHTS)
     tracker.log_metrics(state.global_step, {FINAL_KEY: final}, check=FINAL_KEY)
+    cell_artifacts.log_curves(cfg, run.cell_dir, tracker, state.history)
     return Outcome("finished", final, state)
 
 

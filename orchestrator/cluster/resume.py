@@ -6,7 +6,8 @@ same identity, so that it resumes from its checkpoint; the MLflow run of a job t
 - bounded: a cell is submitted at most cluster.max_attempts times (launch included), then left as failed;
 - safe when runs overlap: a run that finds another one holding the lock does nothing; launches take the same lock;
 - a cell whose scratch folder lost its checkpoints gets them back from the archive before it is resubmitted;
-- --dry-run says what it would do and changes nothing (no submission, no MLflow change).
+- --dry-run says what it would do and changes nothing (no submission, no MLflow change);
+- when the grid's last cell has finished, the report is written and logged to MLflow, once (grid_report).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import sys
 import typing as tp
 
 from .grid import Grid, latest_job
+from .grid_report import report_if_complete
 from .status import cell_state, scheduler_states
 
 
@@ -50,9 +52,11 @@ def resume(grid: Grid, dry_run: bool = False, out: tp.TextIO = sys.stdout) -> tp
             return actions
         records = grid.cells()
         states = scheduler_states(records)
-        for record in records:
+        cell_states = [cell_state(record, states) for record in records]
+        if not dry_run:
+            report_if_complete(grid, records, cell_states, out)
+        for record, state in zip(records, cell_states):
             name, job = record["name"], latest_job(record)
-            state = cell_state(record, states)
             if state != "failed":
                 continue
             if not dry_run:

@@ -56,11 +56,14 @@ class Sandbox:
                          what=f"all cells {state}")
 
     def runs(self) -> list:
+        """The cells' runs (not the experiment's summary run, which the resume cron adds when the grid is done)."""
         from mlflow.tracking import MlflowClient
+
+        from orchestrator.tracking import TAG_CELL
 
         client = MlflowClient(self.uri)
         ids = [e.experiment_id for e in client.search_experiments()]
-        return client.search_runs(ids, max_results=1000)
+        return client.search_runs(ids, filter_string=f"tags.`{TAG_CELL}` != ''", max_results=1000)
 
     def finished_runs(self, count: int, timeout: float = 120) -> list:
         """The MLflow runs once `count` of them are FINISHED: a cell's done.json comes a moment before its job has

@@ -17,6 +17,8 @@ torch.backends.cudnn.allow_tf32 = False  # cuDNN in fp32, as the references assu
 torch.backends.cuda.matmul.allow_tf32 = False
 
 from ops import reference, tables  # noqa: E402
+from ops.operands import bits, fast_operands, random_operands, special_operands  # noqa: E402
+from ops.operands import same_bits as _same_bits  # noqa: E402
 from ops import torch_ops  # noqa: E402
 from ops.multipliers import names  # noqa: E402
 
@@ -51,58 +53,15 @@ def modes(tmp_path_factory) -> list[str]:
     return names(include_native=False) + _lut_modes(tmp_path_factory.mktemp("luts"))
 
 
-def bits(x) -> np.ndarray:
-    return np.asarray(x, np.float32).view(np.uint32)
-
-
 def same_bits(x, y) -> np.ndarray:
     """Equal fp32 bits, +0 matching -0 (rule 4 of the definitions); NaNs must match bit for bit."""
-    x, y = np.asarray(x, np.float32), np.asarray(y, np.float32)
-    return (bits(x) == bits(y)) | ((x == 0) & (y == 0))
-
-
-# ------------------------------------------------------------------------------------------------ operands
-
-SPECIAL_BITS = (0x00000000, 0x80000000, 0x00000001, 0x80000001, 0x007FFFFF, 0x807FFFFF, 0x00800000, 0x80800000,
-                0x7F7FFFFF, 0xFF7FFFFF, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00000, 0x7F800001, 0x7FA00001,
-                0x477FEFFF, 0x477FF000, 0x33000000, 0x33000001, 0x387FFFFF, 0x38800000)  # last 6: half edges
-FIELDS = (0, 1, (1 << 22) - 1, 1 << 22, (1 << 22) + 1, (1 << 23) - 2, (1 << 23) - 1) + tuple(
-    (top << 16) | low for top in (0, 1, 63, 64, 65, 126, 127) for low in (0, 0xFFFF))
-EXPONENTS = (1, 2, 63, 64, 65, 126, 127, 128, 189, 190, 191, 253, 254)
-
-
-def special_operands() -> np.ndarray:
-    magnitudes = (np.array(EXPONENTS, np.uint64)[:, None] << np.uint64(23)) | np.array(FIELDS, np.uint64)[None, :]
-    normal = np.concatenate([magnitudes.ravel(), magnitudes.ravel() | np.uint64(0x80000000)])
-    return np.concatenate([np.array(SPECIAL_BITS, np.uint64), normal]).astype(np.uint32).view(np.float32)
-
-
-def random_operands(n: int) -> np.ndarray:
-    """Random sign, exponent uniform over 0..255, random mantissa; 2 % specials."""
-    values = ((RNG.integers(0, 2, n, dtype=np.uint64) << np.uint64(31))
-              | (RNG.integers(0, 256, n, dtype=np.uint64) << np.uint64(23))
-              | RNG.integers(0, 1 << 23, n, dtype=np.uint64)).astype(np.uint32).view(np.float32)
-    pick = RNG.random(n) < 0.02
-    specials = special_operands()
-    values[pick] = specials[RNG.integers(0, specials.size, int(pick.sum()))]
-    return values
-
-
-def fast_operands(n: int) -> np.ndarray:
-    """Exponents 64..190 (the fast path's domain), mantissas at the carry boundaries, 5 % zeros."""
-    exponent = RNG.integers(64, 191, n).astype(np.uint32) << 23
-    boundary = np.array(FIELDS, np.uint32)
-    field = np.where(RNG.random(n) < 0.4, boundary[RNG.integers(0, boundary.size, n)],
-                     RNG.integers(0, 1 << 23, n).astype(np.uint32))
-    values = ((RNG.integers(0, 2, n).astype(np.uint32) << 31) | exponent | field).view(np.float32)
-    values[RNG.random(n) < 0.05] = 0.0
-    return values
+    return _same_bits(x, y, nan_payloads=True)
 
 
 OPERAND_SETS = {
     "special": lambda: (special_operands(), special_operands()),
-    "random": lambda: (random_operands(1000), random_operands(1000)),  # 10^6 pairs
-    "fast": lambda: (fast_operands(1000), fast_operands(1000)),
+    "random": lambda: (random_operands(1000, 1), random_operands(1000, 2)),  # 10^6 pairs
+    "fast": lambda: (fast_operands(1000, 3), fast_operands(1000, 4)),
 }
 
 

@@ -1,0 +1,221 @@
+"""Per-layer cost of a simulated multiplier: every AM layer of a model, forward and backward, timed against Keras' own
+layer (oneDNN on CPU, cuDNN/cuBLAS on GPU) on the same shapes and weights, in one process.
+
+    python -m models.profile --model lenet5 --mult am16 [--dataset digits] [--batch-size 64] [--repeats 20]
+                             [--out layer-profile.md]
+
+Prints a table (one line per AM layer and a total): input and kernel shapes, multiplies per forward pass, the
+median time of `repeats` calls of the forward pass, and of the backward pass (input and kernel gradients), for the
+AM layer and its native twin, with the ratio AM / native. With --out it also writes the table as markdown and a CSV
+beside it (same name, .csv). Training takes the same profile with profile_layers=true (logged to the cell's run).
+
+How it is timed: each pass is a tf.function returning a scalar (the sum of its outputs), read back with .numpy(),
+so that a GPU's asynchronous kernels have finished when the clock stops; the sum costs the same on both sides.
+The backward time (input and kernel gradients) is that of a forward+backward call minus that of a forward call made
+just before it (the gradient ops need their forward op on the tape), the median over `repeats` such pairs. Every
+function is called WARMUP times before it is timed (tracing, first touch of memory).
+The layers run on TensorFlow's default device: the first GPU where TensorFlow sees one, else the CPU.
+"""
+
+import argparse
+import statistics
+import sys
+import time
+
+import numpy as np
+
+WARMUP = 2
+REPEATS = 20
+SEED = 0
+COLUMNS = ("layer", "kind", "input", "kernel", "mults_per_forward", "device",
+           "forward_am_ms", "forward_native_ms", "forward_ratio",
+           "backward_am_ms", "backward_native_ms", "backward_ratio")
+
+
+def am_layers(model):
+    """The model's AMConv2D and AMDense layers, in model order."""
+    from models.layers import AMConv2D, AMDense
+
+    return [layer for layer in model.layers if isinstance(layer, (AMConv2D, AMDense))]
+
+
+def native_twin(layer, input_shape):
+    """Keras' own Conv2D or Dense with the AM layer's configuration and weights."""
+    import keras
+
+    from models.layers import AMConv2D
+
+    config = {k: v for k, v in layer.get_config().items() if k not in ("multiplier", "exact_gradients")}
+    twin = (keras.layers.Conv2D if isinstance(layer, AMConv2D) else keras.layers.Dense).from_config(config)
+    twin.build(input_shape)
+    twin.set_weights(layer.get_weights())
+    return twin
+
+
+def _seconds(function, x) -> float:
+    start = time.perf_counter()
+    function(x).numpy()
+    return time.perf_counter() - start
+
+
+def _passes(layer, dy):
+    """(forward, forward+backward) of `layer` as tf.functions of its input, each returning a scalar."""
+    import tensorflow as tf
+
+    @tf.function(jit_compile=False)  # the AM ops have no XLA kernels
+    def forward(x):
+        return tf.reduce_sum(layer(x))
+
+    @tf.function(jit_compile=False)
+    def forward_backward(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = layer(x)
+        dx, dw = tape.gradient(y, [x, layer.kernel], output_gradients=dy)
+        return tf.reduce_sum(dx) + tf.reduce_sum(dw)
+
+    return forward, forward_backward
+
+
+def _time_layer(layer, x, dy, repeats: int) -> tuple[float, float]:
+    """(forward ms, backward ms): medians over `repeats` pairs of a forward call and a forward+backward call made
+    back to back, the backward time of a pair being their difference (pairs cancel the drift of a busy machine)."""
+    forward, forward_backward = _passes(layer, dy)
+    for _ in range(WARMUP):
+        forward(x).numpy()
+        forward_backward(x).numpy()
+    forwards, backwards = [], []
+    for _ in range(repeats):
+        alone, both = _seconds(forward, x), _seconds(forward_backward, x)
+        forwards.append(alone)
+        backwards.append(both - alone)
+    return 1000 * statistics.median(forwards), max(1000 * statistics.median(backwards), 0.0)
+
+
+def _multiplies(layer, output_shape) -> int:
+    """Products of one forward pass: every output element sums kernel-size x input-channel products."""
+    kernel = tuple(layer.kernel.shape)
+    per_output = int(np.prod(kernel[:-1]))  # HWI of HWIO, or the input width of a Dense kernel [in, out]
+    return int(np.prod(output_shape)) * per_output
+
+
+def profile_model(model, batch_size: int, repeats: int = REPEATS) -> list[dict]:
+    """One dict per AM layer of `model` (COLUMNS) plus a "total" line; empty for a model without AM layers."""
+    import keras
+    import tensorflow as tf
+
+    layers = am_layers(model)
+    if not layers:
+        return []
+    rng = np.random.default_rng(SEED)
+    probe = keras.Model(model.inputs, [layer.input for layer in layers])
+    x0 = rng.standard_normal((batch_size, *model.inputs[0].shape[1:])).astype(np.float32)
+    inputs = probe(tf.constant(x0))
+    inputs = inputs if isinstance(inputs, (list, tuple)) else [inputs]
+    out = []
+    for layer, x in zip(layers, inputs):
+        x = tf.constant(x.numpy())
+        y = layer(x)
+        dy = tf.constant(rng.standard_normal(tuple(y.shape)).astype(np.float32))
+        am_forward, am_backward = _time_layer(layer, x, dy, repeats)
+        twin = native_twin(layer, tuple(x.shape))
+        native_forward, native_backward = _time_layer(twin, x, dy, repeats)
+        out.append({"layer": layer.name, "kind": type(layer).__name__, "input": "x".join(map(str, x.shape)),
+                    "kernel": "x".join(map(str, layer.kernel.shape)),
+                    "mults_per_forward": _multiplies(layer, tuple(y.shape)),
+                    "device": y.device.rsplit("device:", 1)[-1],  # CPU:0, GPU:0
+                    "forward_am_ms": am_forward, "forward_native_ms": native_forward,
+                    "backward_am_ms": am_backward, "backward_native_ms": native_backward})
+    total = {"layer": "total", "kind": "", "input": "", "kernel": "", "device": out[0]["device"],
+             **{key: sum(r[key] for r in out) for key in ("mults_per_forward", "forward_am_ms", "forward_native_ms",
+                                                          "backward_am_ms", "backward_native_ms")}}
+    for line in out + [total]:
+        for stage in ("forward", "backward"):
+            native = line[f"{stage}_native_ms"]
+            line[f"{stage}_ratio"] = line[f"{stage}_am_ms"] / native if native > 0 else float("nan")
+    return out + [total]
+
+
+def _cell(key: str, value) -> str:
+    if key.endswith("_ms"):
+        return f"{value:.3f}"
+    if key.endswith("_ratio"):
+        return f"{value:.1f}x"
+    if key == "mults_per_forward" and value != "":
+        return f"{value:,}"
+    return str(value)
+
+
+def markdown(rows: list[dict], title: str) -> str:
+    head = ("layer", "kind", "input", "kernel", "multiplies / forward", "device", "forward AM (ms)",
+            "forward native (ms)", "forward AM/native", "backward AM (ms)", "backward native (ms)",
+            "backward AM/native")
+    lines = [title, "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(_cell(k, r[k]) for k in COLUMNS) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def csv_text(rows: list[dict]) -> str:
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=COLUMNS)
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def title(model_name: str, multiplier: str, batch_size: int, repeats: int) -> str:
+    import platform
+
+    return (f"Per-layer time of {model_name} under {multiplier} against the native layers: batch {batch_size}, "
+            f"median of {repeats} calls, {platform.node()}, {time.strftime('%Y-%m-%d %H:%M %Z')}")
+
+
+def write(rows: list[dict], heading: str, path) -> list:
+    """The table as markdown at `path` and as CSV beside it; the two paths."""
+    from pathlib import Path
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(markdown(rows, heading))
+    path.with_suffix(".csv").write_text(csv_text(rows))
+    return [path, path.with_suffix(".csv")]
+
+
+def main(argv=None) -> int:
+    from models.datasets import DATASETS
+    from models.registry import MODELS, NATIVE
+
+    parser = argparse.ArgumentParser(prog="python -m models.profile", description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, help=", ".join(MODELS))
+    parser.add_argument("--mult", required=True, help="a mode of ops.names() but native, or lut:<file>")
+    parser.add_argument("--dataset", default="digits", help=f"input shape and classes of: {', '.join(DATASETS)}")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=REPEATS, help="timed calls per pass (median)")
+    parser.add_argument("--out", default=None, help="also write the table here (markdown) and as .csv beside it")
+    args = parser.parse_args(argv)
+    if args.dataset not in DATASETS:
+        parser.error(f"--dataset {args.dataset!r}: valid data sets are {', '.join(DATASETS)}")
+    if args.mult == NATIVE:
+        parser.error("--mult native has no AM layers to time; pick the multiplier to compare with native, e.g. am16")
+    if args.batch_size < 1 or args.repeats < 1:
+        parser.error("--batch-size and --repeats must be at least 1")
+    from models.registry import build_model
+
+    spec = DATASETS[args.dataset]
+    try:
+        model = build_model(args.model, args.mult, spec.input_shape, spec.num_classes)
+    except ValueError as e:
+        parser.error(str(e))
+    rows = profile_model(model, args.batch_size, args.repeats)
+    heading = title(args.model, args.mult, args.batch_size, args.repeats)
+    print(markdown(rows, heading))
+    if args.out:
+        print("wrote " + ", ".join(map(str, write(rows, heading, args.out))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

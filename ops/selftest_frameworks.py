@@ -1,0 +1,164 @@
+"""The two frameworks `python -m ops.selftest` checks the GPU kernels through: TensorFlow (the custom ops, ops.api)
+and PyTorch (the binding, ops.torch_ops). Each offers the same few calls on numpy arrays in TF's layouts (NHWC,
+HWIO), on device "cpu" or "gpu", so the checks in ops/selftest.py are written once.
+
+    framework.gpu_name()
+    framework.matmul(a, b, mode, device) -> c
+    framework.conv_grads(x, w, dy, stride, padding, dilation, mode, device) -> (y, dx, dw)
+    framework.matmul_grads(a, b, dc, mode, device) -> (c, da, db)
+    framework.conv_step_ms(x, w, stride, mode, repeats) -> median ms of forward + both gradients on the GPU
+                                                          (mode "cudnn": the framework's own fp32 convolution)
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+CUDNN = "cudnn"
+
+
+def cuda_median_ms(fn, repeats: int, warmup: int = 3) -> float:
+    """Median over `repeats` calls of fn's GPU time in ms (CUDA events on torch's current stream), after warm-up."""
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+class TorchFramework:
+    name = "torch"
+
+    def __init__(self):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise RuntimeError("torch sees no CUDA GPU (torch.cuda.is_available() is False)")
+        from ops import torch_ops  # builds the binding on first use
+
+        self.torch, self.ops = torch, torch_ops
+        torch.backends.cudnn.allow_tf32 = False  # the reference convolution in fp32, as the simulated datapath
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+    def gpu_name(self) -> str:
+        return self.torch.cuda.get_device_name()
+
+    def _tensor(self, array, device, grad=False):
+        return self.torch.tensor(np.ascontiguousarray(array), device="cuda" if device == "gpu" else "cpu",
+                                 requires_grad=grad)
+
+    def matmul(self, a, b, mode, device):
+        return self.ops.matmul(self._tensor(a, device), self._tensor(b, device), multiplier=mode).cpu().numpy()
+
+    def conv_grads(self, x, w, dy, stride, padding, dilation, mode, device):
+        xt, wt = self._tensor(x, device, True), self._tensor(w, device, True)
+        y = self.ops.conv2d(xt.permute(0, 3, 1, 2), wt.permute(3, 2, 0, 1), stride=stride, padding=padding.lower(),
+                            dilation=dilation, multiplier=mode)
+        y.backward(self._tensor(dy, device).permute(0, 3, 1, 2))
+        return (y.permute(0, 2, 3, 1).detach().cpu().numpy(), xt.grad.cpu().numpy(), wt.grad.cpu().numpy())
+
+    def matmul_grads(self, a, b, dc, mode, device):
+        at, bt = self._tensor(a, device, True), self._tensor(b, device, True)
+        c = self.ops.matmul(at, bt, multiplier=mode)
+        c.backward(self._tensor(dc, device))
+        return c.detach().cpu().numpy(), at.grad.cpu().numpy(), bt.grad.cpu().numpy()
+
+    def conv_step_ms(self, x, w, stride, mode, repeats):
+        torch = self.torch
+        xt = self._tensor(x, "gpu").permute(0, 3, 1, 2).requires_grad_()
+        wt = self._tensor(w, "gpu").permute(3, 2, 0, 1).contiguous().requires_grad_()
+        if mode == CUDNN:
+            xt = xt.contiguous(memory_format=torch.channels_last).detach().requires_grad_()
+
+        def step():
+            if mode == CUDNN:
+                y = torch.nn.functional.conv2d(xt, wt, stride=stride, padding=w.shape[0] // 2)
+            else:
+                y = self.ops.conv2d(xt, wt, stride=stride, padding=w.shape[0] // 2, multiplier=mode)
+            y.backward(torch.ones_like(y))
+
+        return cuda_median_ms(step, repeats)
+
+
+class TensorFlowFramework:
+    name = "tensorflow"
+
+    def __init__(self):
+        import tensorflow as tf
+
+        from ops import api
+
+        self.tf, self.api = tf, api
+        gpus = tf.config.list_physical_devices("GPU")
+        if not gpus:
+            raise RuntimeError("TensorFlow sees no GPU (tf.config.list_physical_devices('GPU') is empty)")
+        tf.config.experimental.enable_tensor_float_32_execution(False)  # the reference convolution in fp32
+        self.gpu = gpus[0]
+
+    def gpu_name(self) -> str:
+        return self.tf.config.experimental.get_device_details(self.gpu).get("device_name", self.gpu.name)
+
+    def _device(self, device):
+        return self.tf.device("/GPU:0" if device == "gpu" else "/CPU:0")
+
+    def matmul(self, a, b, mode, device):
+        with self._device(device):
+            return self.api.matmul(self.tf.constant(a), self.tf.constant(b), multiplier=mode).numpy()
+
+    def _grads(self, forward, inputs, seed, device):
+        tf = self.tf
+        with self._device(device):
+            tensors = [tf.constant(value) for value in inputs]
+            with tf.GradientTape() as tape:
+                for tensor in tensors:
+                    tape.watch(tensor)
+                out = forward(*tensors)
+            grads = tape.gradient(out, tensors, output_gradients=tf.constant(seed))
+            return (out.numpy(), *(g.numpy() for g in grads))
+
+    def conv_grads(self, x, w, dy, stride, padding, dilation, mode, device):
+        return self._grads(lambda xt, wt: self.api.conv2d(xt, wt, strides=stride, padding=padding,
+                                                          dilations=dilation, multiplier=mode), (x, w), dy, device)
+
+    def matmul_grads(self, a, b, dc, mode, device):
+        return self._grads(lambda at, bt: self.api.matmul(at, bt, multiplier=mode), (a, b), dc, device)
+
+    def conv_step_ms(self, x, w, stride, mode, repeats):
+        tf = self.tf
+        with self._device("gpu"):
+            xt, wt = tf.constant(x), tf.constant(w)
+
+            @tf.function(jit_compile=False)
+            def step():
+                with tf.GradientTape() as tape:
+                    tape.watch([xt, wt])
+                    if mode == CUDNN:
+                        y = tf.nn.conv2d(xt, wt, strides=stride, padding="SAME")
+                    else:
+                        y = self.api.conv2d(xt, wt, strides=stride, padding="SAME", multiplier=mode)
+                dx, dw = tape.gradient(y, [xt, wt])
+                return tf.reduce_sum(dx) + tf.reduce_sum(dw)  # .numpy() below waits for the GPU
+
+            for _ in range(2):
+                step().numpy()
+            times = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                step().numpy()
+                times.append(1000 * (time.perf_counter() - start))
+        return statistics.median(times)
+
+
+FRAMEWORKS = {"torch": TorchFramework, "tensorflow": TensorFlowFramework}
