@@ -7,6 +7,11 @@ simulated interleaved so that machine noise hits both alike. Every kernel is fir
 numpy reference on single products (as the tests do) so nothing wrong is timed.
 
     python -m bench.ops_benchmark [--modes acc32,am16,am32] [--repeats 7] [--write docs/performance.md]
+    python -m bench.ops_benchmark --levels x86-64-v4-vbmi,x86-64-v4,x86-64-v3 --write docs/performance.md
+
+--levels runs the benchmark once per CPU level, each in its own process with the kernels built for that level
+(AMDNN_OPS_TARGET) and oneDNN limited to the same instruction set (ONEDNN_MAX_CPU_ISA, ONEDNN_ISA below), and
+writes one table per level (between the markers `<!-- benchmark table begin: LEVEL -->` and `... end: LEVEL -->`).
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ import datetime
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -38,6 +45,12 @@ DENSE_SHAPES = {
     "dense 300->100": (128, 300, 100),
     "dense 100->10": (128, 100, 10),
 }
+
+
+# oneDNN's ISA limit matching each kernel level: the same vector width and instructions for both sides (None: oneDNN's
+# own best, AMX and AVX-512 FP16 excluded only where the CPU lacks them).
+ONEDNN_ISA = {"x86-64-v4-vbmi": None, "x86-64-v4": "AVX512_CORE", "x86-64-v3": "AVX2", "x86-64-v2": "SSE41",
+              "x86-64": "SSE41"}
 
 
 def verify_bit_exact(multiplier: str) -> None:
@@ -115,11 +128,18 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    return f"{cpu}, {os.cpu_count()} cores, TensorFlow {tf.__version__}, kernels: {build().target}"
+    onednn = os.environ.get("ONEDNN_MAX_CPU_ISA", "default")
+    return (f"{cpu}, {os.cpu_count()} cores, TensorFlow {tf.__version__}, kernels: {build().target}, oneDNN ISA: "
+            f"{onednn}")
+
+
+def label(mode: str) -> str:
+    """A table column's name: the mode, or lut and the table file's stem."""
+    return f"lut {os.path.splitext(os.path.basename(mode[4:]))[0]}" if mode.startswith("lut:") else mode
 
 
 def markdown(rows: list[dict], modes: list[str]) -> str:
-    lines = ["| shape | " + " | ".join(f"{m} fwd | {m} fwd+bwd" for m in modes) + " | native fwd ms | native fwd+bwd ms |",
+    lines = ["| shape | " + " | ".join(f"{label(m)} fwd | {label(m)} fwd+bwd" for m in modes) + " | native fwd ms | native fwd+bwd ms |",
              "|---|" + "---|---|" * len(modes) + "---|---|"]
     for shape in dict.fromkeys(r["shape"] for r in rows):
         cells = []
@@ -140,12 +160,43 @@ def markdown(rows: list[dict], modes: list[str]) -> str:
     return "\n".join(lines)
 
 
+def write_table(path: str, marker: str, stamp: str, table: str) -> None:
+    """Replace the section between `<!-- benchmark table begin{marker} -->` and its end marker in path."""
+    text = open(path).read()
+    begin, end = f"<!-- benchmark table begin{marker} -->", f"<!-- benchmark table end{marker} -->"
+    if begin not in text:
+        raise SystemExit(f"{path} has no '{begin}' ... '{end}' section to write the table into")
+    head, rest = text.split(begin)
+    _, tail = rest.split(end)
+    open(path, "w").write(f"{head}{begin}\n{stamp}\n\n{table}\n{end}{tail}")
+
+
+def run_levels(levels: list[str], argv: list[str]) -> None:
+    """The benchmark once per level, each in its own process (the ISA limits are read when TF and the ops load)."""
+    for level in levels:
+        if level not in ONEDNN_ISA:
+            raise SystemExit(f"unknown level {level!r}; valid: {', '.join(ONEDNN_ISA)}")
+        env = {**os.environ, "AMDNN_OPS_TARGET": level}
+        env.pop("ONEDNN_MAX_CPU_ISA", None)
+        if ONEDNN_ISA[level]:
+            env["ONEDNN_MAX_CPU_ISA"] = ONEDNN_ISA[level]
+        print(f"== {level} (oneDNN ISA {ONEDNN_ISA[level] or 'default'})", flush=True)
+        subprocess.run([sys.executable, "-m", "bench.ops_benchmark", "--level", level, *argv], env=env, check=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--modes", default="acc32,am16,am32", help="comma-separated modes (ops.names())")
+    parser.add_argument("--modes", default="acc32,am16,am32", help="comma-separated modes (ops.names(), lut:FILE)")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--write", help="markdown file whose table section to replace (docs/performance.md)")
+    parser.add_argument("--levels", help="comma-separated CPU levels to run one after the other (see ONEDNN_ISA)")
+    parser.add_argument("--level", help=argparse.SUPPRESS)  # set by --levels for its child processes
     args = parser.parse_args()
+    if args.levels:
+        passed = [arg for pair in (("--modes", args.modes), ("--repeats", str(args.repeats))) for arg in pair]
+        run_levels([level for level in args.levels.split(",") if level],
+                   passed + (["--write", args.write] if args.write else []))
+        return
     modes = [m for m in args.modes.split(",") if m]
     for mode in modes:
         verify_bit_exact(mode)
@@ -154,12 +205,7 @@ def main() -> None:
     stamp = f"Measured {datetime.date.today().isoformat()} on {machine()}; median of {args.repeats} repeats."
     print("\n" + stamp + "\n\n" + table)
     if args.write:
-        path = args.write
-        text = open(path).read()
-        begin, end = "<!-- benchmark table begin -->", "<!-- benchmark table end -->"
-        head, rest = text.split(begin)
-        _, tail = rest.split(end)
-        open(path, "w").write(f"{head}{begin}\n{stamp}\n\n{table}\n{end}{tail}")
+        write_table(args.write, f": {args.level}" if args.level else "", stamp, table)
 
 
 if __name__ == "__main__":

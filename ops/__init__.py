@@ -8,6 +8,7 @@ The public API, usable from any TensorFlow program (ops knows nothing of models,
     ops.read_table(path) / ops.write_table(table_or_name, path) / ops.make_table(name, m)   ApproxTrain tables
     ops.names() / ops.parse(spec)          the multiplier modes (one list, read by configs, docs and tests)
     ops.path_counts()                      how many GEMM calls took the fast and the generic CPU kernel
+    ops.cpu_kernels()                      the CPU kernels' instruction-set level and the modes fast there
     python -m ops.build                    compile the kernels now (normally done on first use)
     python -m ops.describe am16            one mode's error statistics and error map (ops/error_stats.py)
 
@@ -35,6 +36,7 @@ _EXPORTS = {
     "make_table": "ops.tables",
     "BuildError": "ops.build",
     "path_counts": "ops.kernel_paths",
+    "cpu_kernels": "ops.kernel_paths",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -9,6 +9,8 @@ load the same file.
 
     python -m ops.build            build now (e.g. on a login node) and report what was built, where, for which TF
     python -m ops.build --info     report only; build nothing
+    python -m ops.build --report   build if needed, load, and report also the kernels' instruction-set level and
+                                   which modes have a fast kernel there (the others run the generic kernel)
     python -m ops.build --cuda [--cuda-arch sm_70,sm_80,sm_90]
                                    the CUDA-enabled library: the CPU kernels and the GPU kernels in one library (an
                                    op is registered once per process); nvcc, architectures: ops/cuda_build.py. Its
@@ -228,10 +230,27 @@ def report(info: BuildInfo) -> str:
     return "\n".join(f"{key:12s} {value}" for key, value in asdict(info).items())
 
 
+def kernel_report() -> str:
+    """The loaded library's CPU kernel level and the modes that have a fast kernel there."""
+    from ops import multipliers
+    from ops.kernel_paths import cpu_kernels
+
+    kernels = cpu_kernels()
+    modes = [*multipliers.names(include_native=False), "table"]  # the kernels' modes; "table" runs lut:<file>
+    label = {"table": "lut"}
+    fast = [label.get(mode, mode) for mode in modes if mode in kernels["fast_modes"]]
+    generic = [label.get(mode, mode) for mode in modes if mode not in kernels["fast_modes"]]
+    return "\n".join([f"{'cpu kernels':12s} {kernels['level']}",
+                      f"{'fast modes':12s} {' '.join(fast) or 'none'}",
+                      f"{'generic only':12s} {' '.join(generic) or 'none'}"])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Build the AMDNN TensorFlow ops for this CPU and TensorFlow.")
     parser.add_argument("--info", action="store_true", help="report the cache entry for this machine; build nothing")
     parser.add_argument("--force", action="store_true", help="rebuild even if the cache has the library")
+    parser.add_argument("--report", action="store_true",
+                        help="also load the library and report its kernels' level and fast modes")
     parser.add_argument("--cuda", action="store_true",
                         help="the CUDA-enabled library (CPU and GPU kernels), with nvcc from CUDA_HOME or PATH")
     parser.add_argument("--cuda-arch", metavar="ARCHS",
@@ -256,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
             print(report(BuildInfo(**json.loads(info_path.read_text()))))
             return 0
         print(report(build(force=args.force, cuda=cuda)))
+        if args.report:
+            print(kernel_report())
     except BuildError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

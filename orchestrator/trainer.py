@@ -326,11 +326,11 @@ class _Run:
                    "test_accuracy": self.test_accuracy(),
                    "lr": self.learning_rate(state.global_step - 1)}
         state.history.append(dict(metrics))
-        # GEMM calls of the epoch by CPU kernel path (this process's share of it): generic calls on a CPU with the
-        # fast kernels mean operands out of the fast formulas' range (inf/NaN, over/underflowing products).
+        # GEMM calls and products of the epoch by CPU kernel path (this process's share of it): generic ones on a CPU
+        # with the fast kernels mean operands out of the fast formulas' range (inf/NaN, over/underflowing products);
+        # the products say how much of the work that was (the range is decided per block).
         paths = self.path_counts()
-        path_metrics = {f"gemm_{key}": paths[key] - self.paths_at_epoch_start.get(key, 0)
-                        for key in ("fast_calls", "generic_calls") if key in paths}
+        path_metrics = {f"gemm_{key}": paths[key] - self.paths_at_epoch_start.get(key, 0) for key in paths}
         self.paths_at_epoch_start = paths
         joules = self.energy.epoch()  # only the counters that answered: a missing one is a tag, never a 0
         if self.energy.tags() != self.energy_tags:  # a counter stopped answering: its tag says so

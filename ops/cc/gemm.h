@@ -58,10 +58,12 @@ struct GemmOperand {
   const float* values;
 };
 
-// A multiplier ready for the kernels: the mode and, for table modes, the canonical 128 x 128 table.
+// A multiplier ready for the kernels: the mode and, for table modes, the canonical 128 x 128 table. The kernels
+// that gather table bytes read 4 bytes from 2 before an entry to 1 after it: mode and tail keep those reads inside.
 struct Multiplier {
   Mode mode = Mode::kAcc32;
   std::array<uint8_t, kTableSize> table7{};
+  std::array<uint8_t, 4> tail{};
 };
 
 // Runs work(begin, end) over [0, num_tasks) on a thread pool; cost_per_task in cycles guides the sharding.
@@ -78,19 +80,25 @@ OperandRange summarize_operand(const float* values, int64_t count);
 bool fast_path_is_exact(Mode mode, const OperandRange& a, const OperandRange& b);
 
 // C[m, n] = A[m, k] (*) B[k, n], stored row-major with leading dimension ldc. A is the left operand of every
-// product (the table's first index). fast_path: from fast_path_is_exact over the operands' values. num_threads
-// sizes the work split.
+// product (the table's first index). fast_path: fast_path_is_exact over the whole operands' values; when false, each
+// block of the GEMM (an MC x KC block of A with a KC x NC block of B) is checked on its own values and takes the
+// fast kernel if they allow it. num_threads sizes the work split.
 void approximate_gemm(const Multiplier& multiplier, const GemmOperand& a, const GemmOperand& b, int64_t m, int64_t n,
                       int64_t k, float* c, int64_t ldc, bool fast_path, const ParallelFor& parallel_for,
                       int num_threads);
 
 // Which kernel the CPU GEMM ran, counted for every approximate_gemm call with products (m * n * k of them),
-// process-wide and atomic. Read by the AmdnnPathCounts op (ops.path_counts()): a fast path that silently fell back
-// to the generic kernel shows here, and tests check that ordinary training takes the fast path.
+// process-wide and atomic: a call is generic when any of its blocks took the generic kernel, and the products are
+// split between the two by block. Read by the AmdnnPathCounts op (ops.path_counts()): a fast path that silently fell
+// back to the generic kernel shows here, and tests check that ordinary training takes the fast path.
 struct PathCounts {
   int64_t fast_calls, generic_calls, fast_products, generic_products;
 };
 PathCounts path_counts();
+
+// The instruction-set level the CPU GEMM was compiled for, and whether it has a fast kernel for a mode.
+const char* cpu_kernel_level();
+bool cpu_fast_kernel(Mode mode);
 
 // A ParallelFor that runs everything on the calling thread.
 void run_serially(int64_t num_tasks, int64_t cost_per_task, const std::function<void(int64_t, int64_t)>& work);

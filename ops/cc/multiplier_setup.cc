@@ -24,9 +24,15 @@ bool parse_mode(const std::string& name, Mode* mode) {
   return false;
 }
 
+std::vector<std::string> mode_names() {
+  std::vector<std::string> names;
+  for (const auto& entry : kModeNames) names.emplace_back(entry.first);
+  return names;
+}
+
 std::string valid_mode_names() {
   std::string names;
-  for (const auto& entry : kModeNames) names += (names.empty() ? "" : ", ") + std::string(entry.first);
+  for (const std::string& name : mode_names()) names += (names.empty() ? "" : ", ") + name;
   return names;
 }
 
@@ -35,7 +41,7 @@ std::string make_multiplier(Mode mode, const uint8_t* table, int64_t table_size,
   if (mode != Mode::kTable) {
     if (table_size != 0) return "only the table multiplier takes a table, got " +
                                 std::to_string(table_size) + " bytes; pass an empty uint8 tensor";
-    if (mode == Mode::kAm16) {  // the fast kernel looks am16 up like any table
+    if (mode == Mode::kAm16) {  // the VBMI fast kernel looks am16 up like any table
       for (uint32_t fa = 0; fa < 128; ++fa)
         for (uint32_t fb = 0; fb < 128; ++fb) {
           const MantissaProduct p = mbm_mantissa(fa, fb, 7);

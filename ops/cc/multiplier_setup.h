@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "gemm.h"
 
@@ -12,6 +13,7 @@ namespace amdnn {
 // The names the compiled ops accept for their `multiplier` attribute (Python maps "lut:<file>" to "table").
 bool parse_mode(const std::string& name, Mode* mode);
 std::string valid_mode_names();
+std::vector<std::string> mode_names();
 
 // Fills `out` for `mode`. For Mode::kTable, `table` holds an ApproxTrain table of 4^m bytes (1 <= m <= 7), which is
 // validated and expanded to the canonical m = 7 form; other modes take no table (table_size 0).

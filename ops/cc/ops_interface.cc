@@ -123,4 +123,15 @@ REGISTER_OP("AmdnnPathCounts")
     .Doc("Process-wide counts of the CPU GEMM's paths since the library was loaded: [fast calls, generic calls, "
          "fast products, generic products].");
 
+REGISTER_OP("AmdnnCpuKernels")
+    .Output("level: string")
+    .Output("fast_modes: string")
+    .SetShapeFn([](InferenceContext* c) {
+      c->set_output(0, c->Scalar());
+      c->set_output(1, c->Vector(c->UnknownDim()));
+      return Status();
+    })
+    .Doc("The instruction-set level the CPU kernels were compiled for, and the modes with a fast kernel there (the "
+         "others always take the generic kernel).");
+
 }  // namespace amdnn

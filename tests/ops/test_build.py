@@ -54,6 +54,19 @@ def test_build_command_reports_what_was_built(tmp_path):
     info = subprocess.run([sys.executable, "-m", "ops.build", "--info"], cwd=REPO, env=env, capture_output=True,
                           text=True)
     assert info.returncode == 0 and info.stdout == built.stdout
+    # --report loads the library and asks its kernels: the level they were compiled for and the modes fast there
+    # (every mode on x86-64-v3 and v4; none on other CPUs, whose builds have the generic kernel only).
+    reported = subprocess.run([sys.executable, "-m", "ops.build", "--report"], cwd=REPO, env=env, capture_output=True,
+                              text=True)
+    assert reported.returncode == 0, reported.stderr[-3000:]
+    lines = {line[:12].strip(): line[12:].strip() for line in reported.stdout.splitlines()}  # "{key:12s} {value}"
+    level = build.cpu_target()[0]
+    assert level.replace("-vbmi", "") in lines["cpu kernels"] or not level.startswith(("x86-64-v3", "x86-64-v4"))
+    everything = "acc32 acc16 fp16 am32 am16 mit32 mit16 lut"
+    if level.startswith(("x86-64-v3", "x86-64-v4")):
+        assert lines["fast modes"] == everything and lines["generic only"] == "none", lines
+    else:
+        assert lines["fast modes"] == "none" and lines["generic only"] == everything, lines
 
 
 def test_missing_compiler_is_a_clear_error(tmp_path):

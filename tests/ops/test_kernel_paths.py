@@ -1,7 +1,8 @@
 """ops.path_counts(): the kernels say which path ran. Ordinary operands and a few steps of LeNet-5 training (am16,
-acc32) take the fast kernel only; operands with inf or underflowing products take the generic one.
+acc32) take the fast kernel only; operands with inf or underflowing products take the generic one, in the blocks
+that read them only.
 
-The fast kernels exist on x86-64-v4 builds (AVX-512; the table modes also need VBMI): elsewhere every call is
+The fast kernels exist on x86-64-v3 (AVX2) and x86-64-v4 (AVX-512) builds, for every mode: elsewhere every call is
 generic by design, and the tests that expect the fast path are skipped with the target named.
 """
 from __future__ import annotations
@@ -12,8 +13,8 @@ import pytest
 import ops
 from ops.build import cpu_target
 
-FAST_TARGET = cpu_target()[0].startswith("x86-64-v4")
-needs_fast = pytest.mark.skipif(not FAST_TARGET, reason=f"target {cpu_target()[0]} has no fast kernels (AVX-512)")
+FAST_TARGET = cpu_target()[0].startswith(("x86-64-v4", "x86-64-v3"))
+needs_fast = pytest.mark.skipif(not FAST_TARGET, reason=f"target {cpu_target()[0]} has no fast kernels (AVX2)")
 MODES = ("acc32", "am16", "am32", "mit16")
 
 
@@ -42,8 +43,23 @@ def test_inf_nan_and_underflow_take_the_generic_path(mode, special):
     rng = np.random.default_rng(1)
     a, b = rng.standard_normal((40, 30)).astype(np.float32), rng.standard_normal((30, 20)).astype(np.float32)
     a[3, 7] = special  # 1e-37 (biased exponent 4): its products with O(1) values leave the normal range
-    assert _delta(lambda: ops.matmul(a, b, multiplier=mode)) == \
-        {"fast_calls": 0, "generic_calls": 1, "fast_products": 0, "generic_products": 40 * 30 * 20}
+    counts = _delta(lambda: ops.matmul(a, b, multiplier=mode))
+    assert counts["fast_calls"] == 0 and counts["generic_calls"] == 1, counts
+    assert counts["generic_products"] > 0 and counts["fast_products"] + counts["generic_products"] == 40 * 30 * 20
+
+
+@needs_fast
+@pytest.mark.parametrize("mode", MODES)
+def test_one_tiny_value_sends_only_its_blocks_to_the_generic_path(mode):
+    """A gradient with one value near the bottom of the range: the fast kernel still does the blocks that do not
+    read it (at most one 384-row by 128-deep block of A here, with every block of B: <= 384 * 128 / (1200 * 300))."""
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((1200, 300)).astype(np.float32), rng.standard_normal((300, 16)).astype(np.float32)
+    a[500, 10] = 1e-37
+    counts = _delta(lambda: ops.matmul(a, b, multiplier=mode))
+    total = 1200 * 300 * 16
+    assert counts["generic_calls"] == 1 and counts["fast_products"] + counts["generic_products"] == total, counts
+    assert 0 < counts["generic_products"] <= total * 384 * 128 // (1200 * 300), counts
 
 
 @needs_fast

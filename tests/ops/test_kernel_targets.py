@@ -1,58 +1,81 @@
-"""Every CPU target the build can choose computes the same bits: the AVX-512 kernels without VBMI (Skylake-X,
-Cascade Lake: am16 by formula, lut generic) and the generic kernels of AVX2 machines, built here (this CPU runs
-their instructions) and checked on single products against the numpy reference, in a subprocess per target."""
+"""Every CPU level the build can choose computes the same bits, through its fast kernels where it has them: each
+level this CPU can run is forced (AMDNN_OPS_TARGET) in a subprocess that builds its library (into the shared ops
+cache, so only a first run compiles) and runs level_check.py: single products of every mode against the numpy
+reference, then every op of every mode on layer-sized operands, once in the fast kernels' range and once with an
+underflowing value that sends some blocks to the generic kernel. The outputs must be the same bits at every level:
+the generic level (x86-64-v2, no vector layer) sums the scalar definitions of multiplier.h in the same order.
+
+CI machines have AVX-512 with VBMI, so this is where the x86-64-v3 (AVX2) and x86-64-v4 (AVX-512 without VBMI)
+kernels run at all; on a CPU that lacks a level, that level is skipped with the flags it lacks.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ops import build
 
+from conftest import same_bits
+from kernels import kernel_modes
+
 REPO = Path(__file__).resolve().parents[2]
-
-CHECK = """
-    import sys
-    sys.path.insert(0, "tests/ops")
-    import numpy as np
-    import ops
-    from ops import reference
-    from ops.build import build
-    from conftest import same_bits, special_operands
-    from kernels import kernel_modes
-    from test_kernel_products import OPERANDS
-    assert build().target == sys.argv[1], (build().target, sys.argv[1])
-    bad = []
-    for multiplier in kernel_modes():
-        for name, (left, right) in OPERANDS.items():
-            got = ops.matmul(left[:, None], right[None, :], multiplier=multiplier).numpy()
-            if not same_bits(got, reference.product(left[:, None], right[None, :], multiplier)).all():
-                bad.append((multiplier, name))
-    print("MISMATCHES", bad)
-    sys.exit(1 if bad else 0)
-"""
+GENERIC_LEVEL = "x86-64-v2"  # no vector layer: the generic kernel only (the baseline x86-64 builds the same code)
+FAST_LEVELS = [name for name, _, _ in build.X86_TARGETS if name.startswith(("x86-64-v4", "x86-64-v3"))]
 
 
-@pytest.mark.parametrize("target", ["x86-64-v4", "x86-64-v3"])
-def test_lower_targets_are_bit_exact(target, tmp_path):
-    flags = build.cpu_flags()
-    needed = next(t[1] for t in build.X86_TARGETS if t[0] == target)
-    if not needed <= flags:
-        pytest.skip(f"this CPU cannot run {target} code (lacks {sorted(needed - flags)})")
-    env = {**os.environ, "AMDNN_OPS_CACHE": str(tmp_path), "AMDNN_OPS_TARGET": target}
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(CHECK), target], cwd=REPO, env=env,
+def run_level(level: str, out: Path) -> tuple[dict, dict]:
+    needed = next(flags for name, flags, _ in build.X86_TARGETS if name == level)
+    if not needed <= build.cpu_flags():
+        pytest.skip(f"this CPU cannot run {level} code (lacks {sorted(needed - build.cpu_flags())})")
+    env = {**os.environ, "AMDNN_OPS_TARGET": level}
+    result = subprocess.run([sys.executable, "tests/ops/level_check.py", level, str(out)], cwd=REPO, env=env,
                             capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-    assert "MISMATCHES []" in result.stdout
+    lines = dict(line.split(" ", 1) for line in result.stdout.splitlines() if line.startswith(("KERNELS", "COUNTS")))
+    return json.loads(lines["KERNELS"]), json.loads(lines["COUNTS"])
+
+
+@pytest.fixture(scope="module")
+def generic_outputs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("generic") / "outputs.npz"
+    kernels, counts = run_level(GENERIC_LEVEL, out)
+    assert kernels["fast_modes"] == [], kernels
+    assert all(count["fast_products"] == 0 for count in counts.values()), counts
+    return np.load(out)
+
+
+@pytest.mark.parametrize("level", FAST_LEVELS)
+def test_level_is_bit_exact_and_takes_its_fast_kernels(level, generic_outputs, tmp_path):
+    kernels, counts = run_level(level, tmp_path / "outputs.npz")
+    assert level.replace("-vbmi", "") in kernels["level"] and len(kernels["fast_modes"]) == 8, kernels
+    outputs = np.load(tmp_path / "outputs.npz")
+    different = [key for key in generic_outputs.files if not same_bits(outputs[key], generic_outputs[key]).all()]
+    modes = kernel_modes()
+    assert not different, [(modes[int(key.split("/")[0])], *key.split("/")[1:]) for key in different]
+    for mode in modes:
+        ordinary, mixed = counts[f"{mode}/ordinary"], counts[f"{mode}/mixed"]
+        assert ordinary["generic_products"] == 0 and ordinary["fast_products"] > 0, (mode, ordinary)
+        if mode != "fp16":  # IEEE half arithmetic has no range rule: fp16 is always fast
+            assert mixed["generic_products"] > 0 and mixed["fast_products"] > 0, (mode, mixed)
 
 
 def test_forcing_an_unknown_target_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("AMDNN_OPS_TARGET", "x86-64-v9")
     monkeypatch.setattr(build.platform, "machine", lambda: "x86_64")
     with pytest.raises(build.BuildError, match="not a target; valid: x86-64-v4-vbmi"):
+        build.cpu_target()
+
+
+def test_forcing_a_level_the_cpu_lacks_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("AMDNN_OPS_TARGET", "x86-64-v4-vbmi")
+    monkeypatch.setattr(build.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(build, "cpu_flags", lambda: {"avx2", "fma", "f16c", "bmi1", "bmi2", "movbe"})
+    with pytest.raises(build.BuildError, match="needs CPU features this CPU lacks: .*avx512vbmi"):
         build.cpu_target()

@@ -1,0 +1,79 @@
+// What the CPU GEMM's skeleton (gemm_cpu.cc: packing, blocking, threading) shares with its instruction-set layers
+// (gemm_cpu_avx512.h, gemm_cpu_avx2.h): the exact formulation of each mode's fast product, the decoded operand
+// parts, and the arguments of a micro-kernel. A layer supplies only the tile size, the formulation it uses per mode
+// and the inner product (micro_fast); everything else is one code for every level.
+#ifndef AMDNN_OPS_CC_GEMM_CPU_LAYER_H_
+#define AMDNN_OPS_CC_GEMM_CPU_LAYER_H_
+
+#include <cstdint>
+
+#include "multiplier.h"
+
+namespace amdnn {
+namespace cpu_layer {
+
+// How a fast kernel computes one product exactly (operands decoded once while packing; see decode() in gemm_cpu.cc).
+enum class Form {
+  kNone,          // no fast kernel: the generic kernel calls product<M>() per pair
+  kMultiply,      // acc32, acc16, fp16: the hardware product of decoded operands, rounded or truncated
+  kAddBits,       // mit32, mit16: the integer sum of the bit patterns less the bias
+  kMbmFormula,    // am32 (and am16 where nothing cheaper exists): the MBM correction clamp on 32-bit fields
+  kMbmBytes,      // am16: the correction is a 16-entry byte lookup (vpshufb) of the clamped S = Fa + Fb
+  kTablePermute,  // am16, lut with AVX-512 VBMI: the left operand's 128-byte table row, permuted by Fb (vpermt2b)
+  kTableGather,   // lut without VBMI: each lane's table byte gathered (vpgatherdd) at Fa * 128 + Fb
+};
+
+// A decoded operand: up to three 32-bit parts and whether it takes part (rule 2 zeros do not).
+struct Decoded {
+  uint32_t part0;
+  uint32_t part1;
+  uint32_t part2;
+  bool nonzero;
+};
+
+struct MicroArgs {
+  int64_t kc;
+  const uint32_t* a0;  // [MR][kc]
+  const uint32_t* a1;
+  const uint32_t* a2;
+  const uint16_t* a_mask;  // mask-register layers: 0xFFFF where the operand takes part
+  const uint32_t* b0;      // [kc][NR]
+  const uint32_t* b1;
+  const uint32_t* b2;
+  const uint32_t* b_mask;          // mask-register layers: [kc], bit j for lane j
+  const uint64_t* b_permute_mask;  // kTablePermute: [kc][2]
+  float* acc;  // [MR] rows of NR, ld_acc apart: C itself for full tiles, else a tile buffer
+  int64_t ld_acc;
+  bool load_acc;  // continue the running sums in acc (a later K block) instead of starting at 0
+  const uint8_t* table7;
+};
+
+// The MBM formula with the mantissa fields in place (bit 22 down): y = Fa + Fb - shift, correction
+// clamp(C0 - floor_grid(y / 2), C1, C0), zero where y >= top. Per mode: the bits kept, the forced low bit, the grid
+// of the kept field, and the region boundaries (ONE - C0 - 1 unit; 2 ONE - C1 - shift). C0 = 655360 and
+// C1 = 327680 are the same numbers for m = 23 and m = 7 (10 << 16, 5 << 16).
+struct MbmConstants {
+  uint32_t kept, forced, field, grid, shift, top;
+};
+template <Mode M>
+constexpr MbmConstants kMbm = M == Mode::kAm32
+                                  ? MbmConstants{0xFFFFFFFFu, 0u, kMantMask, 0xFFFFFFFFu, 0x75FFFFu, 0x850001u}
+                                  : MbmConstants{0xFFFF0000u, 0x10000u, 0x7F0000u, 0xFFFF0000u, 0x750000u, 0x860000u};
+constexpr uint32_t kMbmC0 = 0xA0000u, kMbmC1 = 0x50000u;
+
+// am16 by bytes. With the forced low bits both 7-bit fields are odd, Fa|1 = 2 ha + 1, so S = 2 t with
+// t = ha + hb + 1 in [1, 127], and the table entry c << 7 | M is S + corr(t): corr = 10 for t <= 59, 69 - t for
+// t in [59, 64], 5 up to t = 125 and 0 for t >= 126 (docs/multipliers-spec.md's MBM with m = 7). The product's bits
+// are then (a's kept bits - bias) + b's kept bits + corr << 16 (S << 16 is the sum of the two fields in place). The
+// kernel forms the byte t + 2 = (ha + 3) + hb in byte 2 of each lane, clamps it to [58, 66] with signed min /
+// unsigned max (t >= 126 wraps to >= 128 and stays there, as do the other bytes, which the left operand sets to
+// 0x80), and looks corr up with vpshufb: index bytes >= 128 give 0.
+constexpr uint32_t kBytesLeftFill = 0x80008080u;  // bytes 3, 1 and 0
+constexpr int8_t kBytesLow = 58, kBytesHigh = 66;
+// corr(t) by the low nibble of the clamped t + 2 (58 -> 10 ... 66 -> 2); unused nibbles 0.
+constexpr uint8_t kBytesCorrection[16] = {7, 6, 5, 0, 0, 0, 0, 0, 0, 0, 10, 10, 10, 10, 9, 8};
+
+}  // namespace cpu_layer
+}  // namespace amdnn
+
+#endif  // AMDNN_OPS_CC_GEMM_CPU_LAYER_H_
