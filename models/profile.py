@@ -9,12 +9,13 @@ median time of `repeats` calls of the forward pass, and of the backward pass (in
 AM layer and its native twin, with the ratio AM / native. With --out it also writes the table as markdown and a CSV
 beside it (same name, .csv). Training takes the same profile with profile_layers=true (logged to the cell's run).
 
-How it is timed: each pass is a tf.function returning a scalar (the sum of its outputs), read back with .numpy(),
-so that a GPU's asynchronous kernels have finished when the clock stops; the sum costs the same on both sides.
+How it is timed: each pass returns a scalar (the sum of its outputs; a tf.function on Keras' TensorFlow backend, an
+eager torch call on its torch backend), read back as a Python float, so that a GPU's asynchronous kernels have
+finished when the clock stops; the sum costs the same on both sides.
 The backward time (input and kernel gradients) is that of a forward+backward call minus that of a forward call made
 just before it (the gradient ops need their forward op on the tape), the median over `repeats` such pairs. Every
 function is called WARMUP times before it is timed (tracing, first touch of memory).
-The layers run on TensorFlow's default device: the first GPU where TensorFlow sees one, else the CPU.
+The layers run on the backend's default device: the first GPU where the framework sees one, else the CPU.
 """
 
 import argparse
@@ -54,12 +55,32 @@ def native_twin(layer, input_shape):
 
 def _seconds(function, x) -> float:
     start = time.perf_counter()
-    function(x).numpy()
+    float(function(x))
     return time.perf_counter() - start
 
 
+def _torch_passes(layer, dy):
+    """(forward, forward+backward) of `layer` on Keras' torch backend, each returning a scalar tensor."""
+    import torch
+
+    def forward(x):
+        with torch.no_grad():
+            return layer(x).sum()
+
+    def forward_backward(x):
+        x = x.detach().requires_grad_()
+        dx, dw = torch.autograd.grad(layer(x), [x, layer.kernel.value], grad_outputs=dy)
+        return dx.sum() + dw.sum()
+
+    return forward, forward_backward
+
+
 def _passes(layer, dy):
-    """(forward, forward+backward) of `layer` as tf.functions of its input, each returning a scalar."""
+    """(forward, forward+backward) of `layer` as functions of its input, each returning a scalar."""
+    import keras
+
+    if keras.backend.backend() == "torch":
+        return _torch_passes(layer, dy)
     import tensorflow as tf
 
     @tf.function(jit_compile=False)  # the AM ops have no XLA kernels
@@ -82,14 +103,19 @@ def _time_layer(layer, x, dy, repeats: int) -> tuple[float, float]:
     back to back, the backward time of a pair being their difference (pairs cancel the drift of a busy machine)."""
     forward, forward_backward = _passes(layer, dy)
     for _ in range(WARMUP):
-        forward(x).numpy()
-        forward_backward(x).numpy()
+        float(forward(x))
+        float(forward_backward(x))
     forwards, backwards = [], []
     for _ in range(repeats):
         alone, both = _seconds(forward, x), _seconds(forward_backward, x)
         forwards.append(alone)
         backwards.append(both - alone)
     return 1000 * statistics.median(forwards), max(1000 * statistics.median(backwards), 0.0)
+
+
+def _device_name(tensor) -> str:
+    """CPU:0 / GPU:0 (TensorFlow's device string), or torch's cpu / cuda:0."""
+    return str(tensor.device).rsplit("device:", 1)[-1]
 
 
 def _multiplies(layer, output_shape) -> int:
@@ -102,7 +128,6 @@ def _multiplies(layer, output_shape) -> int:
 def profile_model(model, batch_size: int, repeats: int = REPEATS) -> list[dict]:
     """One dict per AM layer of `model` (COLUMNS) plus a "total" line; empty for a model without AM layers."""
     import keras
-    import tensorflow as tf
 
     layers = am_layers(model)
     if not layers:
@@ -110,20 +135,20 @@ def profile_model(model, batch_size: int, repeats: int = REPEATS) -> list[dict]:
     rng = np.random.default_rng(SEED)
     probe = keras.Model(model.inputs, [layer.input for layer in layers])
     x0 = rng.standard_normal((batch_size, *model.inputs[0].shape[1:])).astype(np.float32)
-    inputs = probe(tf.constant(x0))
+    inputs = probe(keras.ops.convert_to_tensor(x0))
     inputs = inputs if isinstance(inputs, (list, tuple)) else [inputs]
     out = []
     for layer, x in zip(layers, inputs):
-        x = tf.constant(x.numpy())
+        x = keras.ops.convert_to_tensor(keras.ops.convert_to_numpy(x))
         y = layer(x)
-        dy = tf.constant(rng.standard_normal(tuple(y.shape)).astype(np.float32))
+        dy = keras.ops.convert_to_tensor(rng.standard_normal(tuple(y.shape)).astype(np.float32))
         am_forward, am_backward = _time_layer(layer, x, dy, repeats)
         twin = native_twin(layer, tuple(x.shape))
         native_forward, native_backward = _time_layer(twin, x, dy, repeats)
         out.append({"layer": layer.name, "kind": type(layer).__name__, "input": "x".join(map(str, x.shape)),
                     "kernel": "x".join(map(str, layer.kernel.shape)),
                     "mults_per_forward": _multiplies(layer, tuple(y.shape)),
-                    "device": y.device.rsplit("device:", 1)[-1],  # CPU:0, GPU:0
+                    "device": _device_name(y),
                     "forward_am_ms": am_forward, "forward_native_ms": native_forward,
                     "backward_am_ms": am_backward, "backward_native_ms": native_backward})
     total = {"layer": "total", "kind": "", "input": "", "kernel": "", "device": out[0]["device"],

@@ -33,6 +33,27 @@ def test_lenet5_profile_has_every_am_layer_with_its_shapes_and_times(tmp_path, c
     assert out.read_text().splitlines()[0].startswith("Per-layer time of lenet5 under am16 against the native")
 
 
+def test_the_profile_runs_on_the_torch_backend(tmp_path):
+    """The same command on Keras' torch backend (how it runs on a GPU machine without TensorFlow): every layer timed
+    through the PyTorch binding, on torch's device."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path / "torch.md"
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run([sys.executable, "-m", "models.profile", "--model", "lenet5", "--mult", "am16",
+                             "--batch-size", "4", "--repeats", "2", "--out", str(out)], cwd=root, capture_output=True,
+                            text=True, timeout=600, env={**os.environ, "KERAS_BACKEND": "torch",
+                                                         "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(root)})
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = list(csv.DictReader(open(out.with_suffix(".csv"))))
+    assert [r["layer"] for r in rows] == ["conv1", "conv2", "fc1", "fc2", "predictions", "total"]
+    assert {r["device"] for r in rows} == {"cpu"}
+    assert all(float(r["forward_am_ms"]) > 0 and float(r["forward_native_ms"]) > 0 for r in rows)
+
+
 def test_the_native_twin_is_the_am_layer_without_the_multiplier():
     model = models.build_model("lenet5", "acc32", (8, 8, 1), 10, seed=3)
     conv2 = profile.am_layers(model)[1]

@@ -15,7 +15,7 @@ from orch_helpers import TINY, run_data
 
 from orchestrator import collapse
 
-FORCE = ["train.schedule.name=step", "train.schedule.step_epochs=1", "train.schedule.gamma=40"]
+FORCE = ["train.optimizer.lr=0.05", "train.schedule.name=step", "train.schedule.step_epochs=1", "train.schedule.gamma=40"]
 STEPS_PER_EPOCH = 44
 
 
