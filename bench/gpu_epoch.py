@@ -37,13 +37,11 @@ import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.cifar_recipe import RECIPE  # noqa: E402
 from models import build_model  # noqa: E402
 from orchestrator import optim  # noqa: E402
 
 IMAGES, SHAPE, CLASSES = 50_000, (32, 32, 3), 10
-RECIPE = {"epochs": 200, "batch_size": 128, "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9,
-                                                          "weight_decay": 5e-4, "weight_decay_mode": "coupled"},
-          "schedule": {"name": "cosine"}}
 WARMUP_STEPS = 5
 PROFILED_STEPS = 10
 
@@ -56,31 +54,35 @@ def synthetic_cifar(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 class Epoch:
-    """One model under one multiplier with its optimizer, stepping over the data in a seeded order."""
+    """One model under one multiplier with its optimizer, stepping over the data in a seeded order (a new order per
+    epoch); `recipe` a conf/train mapping (default: the CIFAR recipe)."""
 
-    def __init__(self, model_name: str, mode: str, images: torch.Tensor, labels: torch.Tensor):
+    def __init__(self, model_name: str, mode: str, images: torch.Tensor, labels: torch.Tensor, recipe=None,
+                 classes: int = CLASSES):
         multiplier = "native" if mode.startswith("native") else mode
-        self.model = build_model(model_name, multiplier, SHAPE, CLASSES, seed=0)
-        self.optimizer = optim.make_optimizer(RECIPE)
+        self.recipe = recipe or RECIPE
+        self.model = build_model(model_name, multiplier, tuple(images.shape[1:]), classes, seed=0)
+        self.optimizer = optim.make_optimizer(self.recipe)
         self.optimizer.build(self.model.trainable_variables)
         self.loss = keras.losses.SparseCategoricalCrossentropy(from_logits=False)
-        self.l2 = optim.coupled_l2(RECIPE["optimizer"])
+        self.l2 = optim.coupled_l2(self.recipe["optimizer"])
         self.images, self.labels = images, labels
-        self.batch = RECIPE["batch_size"]
-        self.steps_per_epoch = IMAGES // self.batch
-        self.order = torch.randperm(IMAGES, device=images.device, generator=torch.Generator(
-            device=images.device).manual_seed(1))
+        self.batch = self.recipe["batch_size"]
+        self.steps_per_epoch = len(images) // self.batch
+        self.generator = torch.Generator(device=images.device).manual_seed(1)
         self.step_index = 0
 
     def step(self) -> torch.Tensor:
         position = self.step_index % self.steps_per_epoch
+        if position == 0:
+            self.order = torch.randperm(len(self.images), device=self.images.device, generator=self.generator)
         rows = self.order[position * self.batch:(position + 1) * self.batch]
         trainable = self.model.trainable_variables
         self.model.zero_grad()
         loss = self.loss(self.labels[rows], self.model(self.images[rows], training=True))
         loss.backward()
         grads = optim.with_l2([v.value.grad for v in trainable], [v.value for v in trainable], self.l2)
-        self.optimizer.learning_rate.assign(optim.learning_rate(RECIPE, self.step_index, self.steps_per_epoch))
+        self.optimizer.learning_rate.assign(optim.learning_rate(self.recipe, self.step_index, self.steps_per_epoch))
         with torch.no_grad():
             self.optimizer.apply(grads, trainable)
         self.step_index += 1
