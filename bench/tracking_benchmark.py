@@ -9,8 +9,9 @@ of a real cell, one record of 8 metrics per epoch, the final accuracy, the end),
 line by line, which is the job's cost and not the importer's. Measured, each in its own process:
   first import    every record of every cell, the runs created (MLflow's API: a few calls per cell)
   epochs import   as many epoch records again, into the existing runs (a running grid's steady state)
-  status          `python -m orchestrator.cluster.status` over the grid, one new epoch per cell pending
-  report          `python -m orchestrator.report`, one more epoch per cell pending
+  status          `python -m orchestrator.cluster.status` over the grid, one new epoch per cell pending (best of
+                  --repeat runs, each with a new epoch pending)
+  report          `python -m orchestrator.report`, likewise
 Prints a markdown table with the machine and the date.
 """
 from __future__ import annotations
@@ -19,6 +20,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import tempfile
@@ -89,20 +91,26 @@ def append_epochs(folders: list[Path], first: int, count: int) -> int:
     return len(folders) * count
 
 
-def timed(command: list[str]) -> tuple[float, str]:
+def timed(command: list[str]) -> tuple[tuple[float, float], str]:
+    """(wall seconds, CPU seconds of the process) and its output. The CPU time is what the wall time would be on an
+    idle machine, less the waits for the disk: the one to compare where other work shares the cores."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     seconds = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
-    return seconds, proc.stdout + proc.stderr
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return (seconds, cpu), proc.stdout + proc.stderr
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cells", type=int, default=1000)
     parser.add_argument("--epochs", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=3, help="status and report: the best of this many runs")
     parser.add_argument("--out", type=Path, default=None, help="a new, empty folder (default: one in /tmp)")
     args = parser.parse_args(argv)
     root = args.out or Path(tempfile.mkdtemp(prefix="amdnn-tracking-bench-"))
@@ -116,22 +124,30 @@ def main(argv: list[str] | None = None) -> int:
     records = append_epochs(folders, args.epochs + 1, args.epochs)
     seconds, out = timed(importer)
     results.append(("epochs import", f"{records} epoch records into existing runs", seconds, out))
-    pending = append_epochs(folders, 2 * args.epochs + 1, 1)
-    seconds, out = timed([sys.executable, "-m", "orchestrator.cluster.status", "--state-dir", str(root / "state")])
-    assert f"{args.cells} cells: 0 queued, 0 running, {args.cells} finished" in out, out[-2000:]
-    results.append(("status", f"{args.cells} cells, {pending} records pending", seconds, out))
-    pending = append_epochs(folders, 2 * args.epochs + 2, 1)
-    seconds, out = timed([sys.executable, "-m", "orchestrator.report", "--tracking-uri", uri])
-    assert "0.9000 ± 0.0000" in out or "0.9000" in out, out[-2000:]
-    results.append(("report", f"{args.cells} cells, {pending} records pending", seconds, out))
+    epoch = 2 * args.epochs
+    for what, command, expected in (
+            ("status", [sys.executable, "-m", "orchestrator.cluster.status", "--state-dir", str(root / "state")],
+             f"{args.cells} cells: 0 queued, 0 running, {args.cells} finished"),
+            ("report", [sys.executable, "-m", "orchestrator.report", "--tracking-uri", uri], "0.9000")):
+        times = []
+        for _ in range(args.repeat):  # best of N: the machine may be busy with other work
+            epoch += 1
+            pending = append_epochs(folders, epoch, 1)
+            seconds, out = timed(command)
+            assert expected in out, out[-2000:]
+            times.append(seconds)
+        results.append((what, f"{args.cells} cells, {pending} records pending (best of {args.repeat})", min(times),
+                        out))
 
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor())
-    print(f"\n{cpu}, {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d')}, store in {root}\n")
-    print("| what | size | seconds | target |\n|---|---|---|---|")
-    for what, size, seconds, _ in results:
+    load = os.getloadavg()[1]
+    print(f"\n{cpu}, {os.cpu_count()} CPUs, load average {load:.1f} (5 min), {time.strftime('%Y-%m-%d')}, store in "
+          f"{root}\n")
+    print("| what | size | wall s | CPU s | target s |\n|---|---|---|---|---|")
+    for what, size, (seconds, cpu_s), _ in results:
         target = TARGETS_S.get(what)
-        print(f"| {what} | {size} | {seconds:.1f} | {f'<= {target:.0f}' if target else '-'} |")
+        print(f"| {what} | {size} | {seconds:.1f} | {cpu_s:.1f} | {f'<= {target:.0f}' if target else '-'} |")
     for what, _, _, out in results:
         imported = [line for line in out.splitlines() if line.startswith("tracking:")]
         print(f"{what}: {imported[-1] if imported else '(no import line)'}")

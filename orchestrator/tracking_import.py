@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import resource
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,9 @@ from .tracking_queue import CellQueue, flocked, registered, writer_lock_path
 from .tracking_writer import Cell, StoreWriter
 
 LOCK_WAIT_S = 30.0   # how long a reader waits for another writer's import before showing what it has
-GROUP = 64           # queues held (locked) per commit: bounded open files, few transactions
+# Queues held (locked, one open file each) per commit: a commit costs 2-3 fsyncs, 10-200 ms on a busy disk, so as
+# many as half the open-file limit allows (1024 by default: 512 queues).
+GROUP = max(16, min(4096, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 2))
 
 
 @dataclass

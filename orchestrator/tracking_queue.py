@@ -3,13 +3,13 @@ those who send them.
 
     CELL_DIR/tracking-queue.jsonl   one JSON record a line: appended and fsynced by the cell's process, never rewritten
                                     by any other process (so an importer may read it while it grows)
-    CELL_DIR/tracking-queue.sent    {"offset": N}: the records before byte N are in the store
+    CELL_DIR/tracking-queue.sent    {"offset": N} (fixed width): the records before byte N are in the store
     CELL_DIR/tracking-queue.lock    flock held by whoever sends this queue now (the cell itself, or an importer)
     <db>.queues/<identity>.json     the register: a cell whose records an importer brings into the SQLite file <db>
     <db>.writer.lock                flock held by the one process writing <db> in single-writer mode
 
 Sending is idempotent (orchestrator.tracking_writer), so a sender killed between writing the store and moving the
-offset sends the same records again and nothing is logged twice. The offset file is replaced atomically but not
+offset sends the same records again and nothing is logged twice. The offset file is overwritten in place and not
 fsynced: losing it to a power cut only means sending again. Only the cell's own process, the one appender, may
 empty a fully sent queue (compact), and it makes the offset 0 durable before it truncates.
 """
@@ -59,6 +59,13 @@ def flocked(path: Path, timeout_s: float | None = None, required: bool = True) -
             yield True
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _offset_text(offset: int) -> bytes:
+    return json.dumps({"offset": offset}).encode().ljust(OFFSET_WIDTH)
+
+
+OFFSET_WIDTH = 40   # bytes of the offset file: {"offset": N} padded with spaces, N up to 10^28
 
 
 class CellQueue:
@@ -120,9 +127,13 @@ class CellQueue:
         return len(self.unsent()[0])
 
     def mark_sent(self, offset: int) -> None:
-        tmp = self.sent_path.with_name(f".{self.sent_path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"offset": offset}))
-        os.replace(tmp, self.sent_path)
+        """Overwrite the offset in place: one write of a fixed width (no new file, no rename: an import of 1000
+        cells writes 1000 of these), which a reader sees whole or, torn by a crash, as unreadable, meaning 0."""
+        fd = os.open(self.sent_path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(fd, _offset_text(offset), 0)
+        finally:
+            os.close(fd)
 
     def compact(self, offset: int) -> None:
         """After sending up to `offset`: empty the queue if that was all of it, else move the offset. Only for the
@@ -130,7 +141,7 @@ class CellQueue:
         if not self.path.exists() or self.path.stat().st_size != offset:
             self.mark_sent(offset)
             return
-        write_bytes(self.sent_path, json.dumps({"offset": 0}).encode())  # durable first: a crash here resends all
+        write_bytes(self.sent_path, _offset_text(0))  # durable first: a crash here resends all
         os.truncate(self.path, 0)
 
     def sending(self, timeout_s: float | None = None):
