@@ -88,9 +88,11 @@ class SweepCallbacks(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from . import paths, report, report_files
+        from .tracking_import import import_for
 
         uri = paths.tracking_uri(config.get("tracking_uri"))
         try:
+            import_for([uri])
             rows = report.collect(uri, config.experiment, [c["identity"] for c in self.cells or []] or None)
             rows += report.missing_rows(self.cells or [], rows)
         except Exception as e:  # noqa: BLE001 - the sweep itself went through; say why there is no table

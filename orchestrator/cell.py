@@ -87,7 +87,7 @@ def run_cell(cfg: Any, supervise: bool = True) -> CellResult:
     cell_dir.mkdir(parents=True, exist_ok=True)
     result = CellResult(identity=identity, name=name, cell_dir=str(cell_dir), status="failed")
     uri = paths.tracking_uri(c.get("tracking_uri"))
-    tracker = Tracker(uri, c["experiment"], identity, cell_dir, run_name=name)
+    tracker = Tracker(uri, c["experiment"], identity, cell_dir, run_name=name, mode=c["tracking_mode"])
     patience = float(c["tracking_patience_s"])  # default: conf/config.yaml
 
     lock = FileLock(str(cell_dir / cellfiles.LOCK))

@@ -5,7 +5,7 @@
     done.json          present once the cell finished: final test accuracy, run id, steps, time
     events.jsonl       one line per attempt event: start, crash, preempted, finished, failed (host, job id, time)
     cell.lock          held by the one process running the cell
-    checkpoints/  skips.json  tracking-queue.jsonl  mlflow-run.json  final_weights.npz  last-good-epoch/
+    checkpoints/  skips.json  tracking-queue.*  mlflow-run.json  final_weights.npz  last-good-epoch/
     artifacts/    the files logged with the run: multiplier/, profile/, curves/
 """
 from __future__ import annotations
@@ -28,7 +28,9 @@ LOCK = "cell.lock"
 SKIPS = "skips.json"                  # NaN-skipped global steps, rollback counts, collapse rollbacks (trainer)
 LAST_GOOD_EPOCH = "last-good-epoch"   # a checkpoint store holding the newest healthy epoch end (trainer)
 FINAL_WEIGHTS = "final_weights.npz"   # the trained model's variables by Keras path
-QUEUE = "tracking-queue.jsonl"        # MLflow records not sent yet (orchestrator.tracking)
+QUEUE = "tracking-queue.jsonl"        # MLflow records, appended (orchestrator.tracking_queue)
+QUEUE_SENT = "tracking-queue.sent"    # how far the queue is in the store
+QUEUE_LOCK = "tracking-queue.lock"    # held by whoever sends the queue
 RUN_CACHE = "mlflow-run.json"         # tracking URI -> MLflow run id of this cell
 ARTIFACTS = "artifacts"               # files logged with the run, one folder per part (orchestrator.cell_artifacts)
 

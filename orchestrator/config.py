@@ -74,7 +74,7 @@ def mult_spec(cfg: Mapping[str, Any]) -> str:
 
 def validate(cfg: Any) -> dict:
     """Check a cell config; return it as a plain dict, or raise ConfigError listing every problem."""
-    from . import optim
+    from . import optim, paths, tracking_mode
     from .config_keys import unknown_key_message, unknown_keys
 
     c = to_dict(cfg)
@@ -129,6 +129,9 @@ def validate(cfg: Any) -> dict:
         errors.append(f"train.optimizer.lr={lr!r} must be a number > 0")
     if not isinstance(c.get("system_metrics", False), bool):
         errors.append(f"system_metrics={c['system_metrics']!r} must be true or false")
+    mode_problem = tracking_mode.problem(c.get("tracking_mode"), paths.tracking_uri(c.get("tracking_uri")))
+    if mode_problem:
+        errors.append(mode_problem)
     _check_cluster(c.get("cluster") or {}, errors)
     if errors:
         raise config_error(errors)

@@ -30,6 +30,7 @@ from ops.multipliers import LUT_NAME
 from . import paths
 from .identity import DEFINING_KEYS, SEED_KEY, without_seed
 from .tracking import FINAL_KEY, TAG_CELL, TAG_DEFINING, flatten
+from .tracking_import import import_for
 
 TABLE_HASH = "mult.table_sha256"   # the setting key of a table's contents (identity.defining_config)
 DEFAULT_OUT = "reports"            # the command's files go to ./reports/<experiment>/ unless --out says otherwise
@@ -264,8 +265,9 @@ def main(argv: list[str] | None = None) -> int:
     from .report_files import publish_experiment
 
     out = args.out or f"{DEFAULT_OUT}/{args.experiment}"
-    rows, written, run_id = publish_experiment(paths.tracking_uri(args.tracking_uri), args.experiment, out,
-                                               to_mlflow=not args.no_mlflow)
+    uri = paths.tracking_uri(args.tracking_uri)
+    import_for([uri])  # single-writer mode: what the jobs queued goes in first
+    rows, written, run_id = publish_experiment(uri, args.experiment, out, to_mlflow=not args.no_mlflow)
     print(markdown(rows))
     if args.csv:
         with open(args.csv, "w") as f:

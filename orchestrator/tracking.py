@@ -1,14 +1,15 @@
 """One MLflow run per cell, fed through a durable local queue so a tracking outage never loses or kills anything.
 
 Every record (run start with params and tags, an epoch's metrics, tags, the final status) is first appended and
-fsynced to CELL_DIR/tracking-queue.jsonl, then sent. Sending retries with backoff; what cannot be sent stays queued
-and goes with the next flush (the next epoch, the end of the cell, or any later run of the same cell, even with
-another tracking URI). Sending is idempotent: the run is found by its identity tag, params already set are not
-re-sent, and an epoch whose step is already logged is not logged again, so a crash between "sent" and "dequeued"
-logs nothing twice.
+fsynced to CELL_DIR/tracking-queue.jsonl (orchestrator.tracking_queue), then sent by this process, or, in
+single-writer mode inside a job, by an importer (orchestrator.tracking_mode, orchestrator.tracking_import). Sending
+retries with backoff; what cannot be sent stays queued and goes with the next flush (the next epoch, the end of the
+cell, or any later run of the same cell, even with another tracking URI). Sending is idempotent
+(orchestrator.tracking_writer), so a crash between "sent" and "marked sent" logs nothing twice.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -18,25 +19,19 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from ops.atomic import write_bytes
 from ops.multipliers import LUT_NAME, LUT_PREFIX
 
 from . import paths
-from .cellfiles import QUEUE, RUN_CACHE, job_id
+from .cellfiles import job_id
 from .identity import canonical_json, defining_config
+from .tracking_mode import AUTO, SINGLE_WRITER, resolve
+from .tracking_queue import CellQueue, flocked, register, writer_lock_path
+from .tracking_writer import EPOCH_KEY, TAG_CELL, Cell, StoreWriter, read_run_cache  # noqa: F401 - re-exported
 
 log = logging.getLogger(__name__)
 
-TAG_CELL = "amdnn.cell"          # the cell identity: how a resumed cell finds its run
-EPOCH_KEY = "epoch"              # logged with every epoch's metrics; its steps say which epochs are already in
 FINAL_KEY = "final_test_accuracy"
 TAG_DEFINING = "amdnn.defining_config"   # the canonical JSON the identity hashes: what the results table groups by
-TAG_NOTE = "mlflow.note.content"         # the experiment's description in the dashboard
-EXPERIMENT_DESCRIPTION = (
-    "AMDNN grid: each run is one cell, a network trained with every multiply (forward and backward) through one "
-    "simulated multiplier. Filter by the tags amdnn.model, amdnn.mult, amdnn.dataset, amdnn.seed, amdnn.device, "
-    "amdnn.job_id, amdnn.host, amdnn.ops_build, e.g. tags.`amdnn.mult` = 'am16'. final_test_accuracy is the result; "
-    "a run that failed (collapsed, diverged, crashed too often) says why in its amdnn.error tag.")
 
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
@@ -66,82 +61,53 @@ def base_tags(identity: str, cfg: Mapping[str, Any]) -> dict[str, str]:
     return tags
 
 
-def _create_sqlite_store(db: Path) -> None:
-    """Create the SQLite store `db` once, safely, and leave a DB.ready marker beside it.
-
-    MLflow creates a store by running its schema migrations, which are not one transaction: two processes doing it
-    at once collide, and a process killed half-way leaves a store no later process can open. So the first process
-    builds the schema in a temporary file under a lock and renames it into place; the others wait for the marker.
-    """
-    from filelock import FileLock
-    from mlflow.tracking import MlflowClient
-
-    ready = db.with_name(db.name + ".ready")
-    db.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(db) + ".lock", timeout=300):
-        if ready.exists():
-            return
-        for stale in db.parent.glob(f".{db.name}.creating-*"):  # left by a creator that was killed
-            stale.unlink(missing_ok=True)
-        if not db.exists():
-            tmp = db.with_name(f".{db.name}.creating-{os.getpid()}")
-            MlflowClient(f"sqlite:///{tmp}").search_experiments(max_results=1)
-            with open(tmp, "rb+") as f:
-                os.fsync(f.fileno())
-            os.replace(tmp, db)
-        else:  # made by MLflow itself (mlflow ui, another tool): let it check or upgrade the schema, once
-            MlflowClient(f"sqlite:///{db}").search_experiments(max_results=1)
-        ready.touch()
-
-
 class Tracker:
     """The MLflow side of one cell. Only one process uses a cell's tracker at a time (the cell lock sees to it);
     within it, training appends records while a background thread sends them (`flush_background`), so a slow or
-    locked store (MLflow waits up to 20 s on a locked SQLite file) never holds up a training step."""
+    locked store (MLflow waits up to 20 s on a locked SQLite file) never holds up a training step.
 
-    def __init__(self, uri: str, experiment: str, identity: str, cell_dir: Path, run_name: str | None = None):
+    How records reach the store depends on the tracking mode (orchestrator.tracking_mode): direct, this process sends
+    them; single_writer in a scheduler's job, it never opens the store and only queues (the queue is entered in the
+    store's register for the importers); single_writer elsewhere (cluster=local), it sends them under the store's
+    writer lock, as one of the importers."""
+
+    def __init__(self, uri: str, experiment: str, identity: str, cell_dir: Path, run_name: str | None = None,
+                 mode: str = AUTO):
         self.uri, self.experiment, self.identity = uri, experiment, identity
         self.cell_dir, self.run_name = Path(cell_dir), run_name
-        self.queue_path = self.cell_dir / QUEUE
-        self._client = None
-        self._run_id: str | None = None
+        self.mode = resolve(mode, uri)
+        single_writer = self.mode.name == SINGLE_WRITER
+        self.db = paths.sqlite_path(uri)
+        self.sends = not single_writer or job_id() is None  # False: a job that only queues
+        self.writer_lock = writer_lock_path(self.db) if single_writer and self.db is not None else None
+        self.queue = CellQueue(self.cell_dir)
+        self.queue_path = self.queue.path
+        self._registered = not single_writer
         self._next_try = 0.0      # monotonic time before which a flush does not even try (after a failure)
         self._backoff = 1.0
-        self._io = threading.Lock()        # the queue file: appends vs. the rewrite after a send
+        self._io = threading.Lock()        # the queue file: appends vs. emptying it after a send
         self._sending = threading.Lock()   # one flush at a time
         self._thread: threading.Thread | None = None
         # MLflow's own HTTP retries back off for minutes; ours are bounded and keep training going meanwhile.
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
 
+    @property
+    def cell(self) -> Cell:
+        return Cell(self.identity, self.experiment, self.cell_dir, self.run_name)
+
     # -- the queue --------------------------------------------------------------------------------------------
     def _append(self, record: dict) -> None:
         record.setdefault("time_ms", int(time.time() * 1000))
-        self.cell_dir.mkdir(parents=True, exist_ok=True)
-        with self._io, open(self.queue_path, "a") as f:
-            f.write(json.dumps(record, sort_keys=True) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        with self._io:
+            self.queue.append(record)
+        if not self._registered and self.db is not None:
+            register(self.db, self.identity, self.cell_dir, self.experiment, self.run_name)
+            self._registered = True
 
     def pending(self) -> list[dict]:
-        """Queued records not yet sent. A torn last line (crash mid-append) is dropped: the training it
-        describes was not checkpointed yet, so it is redone and queued again."""
-        if not self.queue_path.exists():
-            return []
-        records = []
-        for line in self.queue_path.read_text().splitlines():
-            try:
-                records.append(json.loads(line))
-            except ValueError:
-                log.warning("tracking queue %s: dropping a torn line", self.queue_path)
-        return records
-
-    def _dequeue(self, sent: int) -> list[dict]:
-        """Drop the first `sent` records; return what is left (records appended meanwhile included)."""
-        with self._io:
-            remaining = self.pending()[sent:]
-            write_bytes(self.queue_path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in remaining).encode())
-        return remaining
+        """Queued records not yet in the store."""
+        return self.queue.unsent()[0]
 
     # -- what the trainer and the cell call ---------------------------------------------------------------------
     def start(self, params: Mapping[str, str], tags: Mapping[str, str]) -> None:
@@ -173,14 +139,12 @@ class Tracker:
 
     @property
     def run_id(self) -> str | None:
-        if self._run_id is None:
-            cached = self._read_cache()
-            self._run_id = cached.get(self.uri)
-        return self._run_id
+        return read_run_cache(self.cell_dir).get(self.uri)
 
     def flush_background(self) -> None:
-        """Send what is queued from a background thread, unless a send is already under way."""
-        if self._thread is not None and self._thread.is_alive():
+        """Send what is queued from a background thread, unless a send is already under way (or this process only
+        queues)."""
+        if not self.sends or self._thread is not None and self._thread.is_alive():
             return
         self._thread = threading.Thread(target=self.flush, name="amdnn-tracking", daemon=True)
         self._thread.start()
@@ -192,17 +156,19 @@ class Tracker:
             self._thread.join()
 
     def flush(self, patience_s: float = 0.0, force: bool = False) -> bool:
-        """Send what is queued; retry with backoff for up to `patience_s`. True when nothing is left.
+        """Send what is queued; retry with backoff for up to `patience_s`. True when nothing is left for this process
+        to send (in a job of single-writer mode: always, the importers send).
 
         Never raises for a tracking failure: it is logged and the records stay queued. After a failure, flushes
         without `force` are skipped until a growing back-off delay has passed, so a dead server costs nothing.
         """
+        if not self.sends:
+            return True
         with self._sending:
             return self._flush(patience_s, force)
 
     def _flush(self, patience_s: float, force: bool) -> bool:
-        records = self.pending()
-        if not records:
+        if not self.pending():
             return True
         if not force and time.monotonic() < self._next_try:
             return False
@@ -210,126 +176,36 @@ class Tracker:
         delay = 0.5
         while True:
             try:
-                sent = self._send(records)
+                sent = self._send(max(0.0, deadline - time.monotonic()))
             except Exception as e:  # noqa: BLE001 - any store/server error: keep the records, never kill training
-                self._client = None
                 if time.monotonic() + delay > deadline:
                     self._next_try = time.monotonic() + self._backoff
                     self._backoff = min(self._backoff * 2, 300.0)
                     log.warning("MLflow at %s unavailable (%s: %s); %d record(s) kept in %s", self.uri,
-                                type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "", len(records),
+                                type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "", len(self.pending()),
                                 self.queue_path)
                     return False
                 time.sleep(delay)
                 delay = min(delay * 2, 10.0)
-                records = self.pending()
                 continue
             self._backoff = 1.0
             self._next_try = 0.0
-            return not self._dequeue(sent)
+            return sent and not self.pending()
 
-    # -- MLflow -------------------------------------------------------------------------------------------------
-    def _read_cache(self) -> dict:
-        try:
-            return json.loads((self.cell_dir / RUN_CACHE).read_text())
-        except (OSError, ValueError):
-            return {}
-
-    def _connect(self):
-        if self._client is None:
-            from mlflow.tracking import MlflowClient
-
-            db = paths.sqlite_path(self.uri)
-            if db is not None and not db.with_name(db.name + ".ready").exists():
-                _create_sqlite_store(db)
-            client = MlflowClient(self.uri)
-            client.search_experiments(max_results=1)
-            self._client = client
-        return self._client
-
-    def _experiment_id(self, client) -> str:
-        exp = client.get_experiment_by_name(self.experiment)
-        if exp is not None:
-            if TAG_NOTE not in exp.tags:
-                client.set_experiment_tag(exp.experiment_id, TAG_NOTE, EXPERIMENT_DESCRIPTION)
-            return exp.experiment_id
-        try:
-            return client.create_experiment(self.experiment, tags={TAG_NOTE: EXPERIMENT_DESCRIPTION})
-        except Exception:  # another cell created it a moment ago
-            exp = client.get_experiment_by_name(self.experiment)
-            if exp is None:
-                raise
-            return exp.experiment_id
-
-    def find_run(self, client=None):
-        """This cell's run (by identity tag), or None."""
-        client = client or self._connect()
-        if self.run_id:
+    def _send(self, lock_wait_s: float) -> bool:
+        """Send what is queued, once; False if another writer holds the store (single-writer mode): it imports
+        this queue too. Raises on a store failure."""
+        with contextlib.ExitStack() as held:
+            if self.writer_lock is not None and not held.enter_context(flocked(self.writer_lock, lock_wait_s)):
+                return False
+            held.enter_context(self.queue.sending())
+            records, offset = self.queue.unsent()
+            writer = StoreWriter(self.uri)
             try:
-                run = client.get_run(self.run_id)
-                if run.data.tags.get(TAG_CELL) == self.identity:
-                    return run
-            except Exception:  # noqa: BLE001 - cached id from another store: search by tag below
-                pass
-        exp = client.get_experiment_by_name(self.experiment)
-        if exp is None:
-            return None
-        runs = client.search_runs([exp.experiment_id], filter_string=f"tags.`{TAG_CELL}` = '{self.identity}'",
-                                  order_by=["attributes.start_time ASC"], max_results=1)
-        return runs[0] if runs else None
-
-    def _ensure_run(self, client, tags: Mapping[str, str] | None = None, start_ms: int | None = None) -> str:
-        run = self.find_run(client)
-        if run is None:  # started when the cell queued its start, not when the store first answered
-            run = client.create_run(self._experiment_id(client), tags={TAG_CELL: self.identity, **(tags or {})},
-                                    run_name=self.run_name, start_time=start_ms)
-        self._run_id = run.info.run_id
-        cache = self._read_cache()
-        if cache.get(self.uri) != self._run_id:
-            cache[self.uri] = self._run_id
-            write_bytes(self.cell_dir / RUN_CACHE, json.dumps(cache, indent=1).encode())
-        return self._run_id
-
-    def _send(self, records: list[dict]) -> int:
-        """Send records in order; return how many were sent (all, or raise on the first failure)."""
-        from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, RunTag
-
-        client = self._connect()
-        start = next((r for r in records if r["op"] == "start"), None)
-        run_id = self._ensure_run(client, start["tags"] if start else None, start.get("time_ms") if start else None)
-        logged: dict[str, set[int]] = {}  # metric key -> steps already in the store, fetched when first needed
-        for i, record in enumerate(records):
-            op = record["op"]
-            if op == "start":
-                have = client.get_run(run_id).data.params
-                # A param already set keeps its first value (MLflow refuses changes; paths may differ on resume).
-                params = [Param(k, v[:6000]) for k, v in record["params"].items() if k not in have]
-                for j in range(0, len(params), 100):
-                    client.log_batch(run_id, params=params[j:j + 100])
-                client.log_batch(run_id, tags=[RunTag(k, v) for k, v in record["tags"].items()])
-                client.update_run(run_id, status="RUNNING")
-            elif op == "metrics":
-                check = record.get("check", EPOCH_KEY)
-                if check not in logged:
-                    logged[check] = {m.step for m in client.get_metric_history(run_id, check)}
-                if record["step"] in logged[check]:
-                    continue
-                # One batch is one transaction in the SQL store: all of an epoch's metrics land, or none.
-                client.log_batch(run_id, metrics=[Metric(k, v, record["time_ms"], record["step"])
-                                                  for k, v in record["metrics"].items()])
-                logged[check].add(record["step"])
-            elif op == "tags":
-                client.log_batch(run_id, tags=[RunTag(k, v) for k, v in record["tags"].items()])
-            elif op == "dataset":  # idempotent: the store keeps one input per (run, name, digest)
-                client.log_inputs(run_id, datasets=[DatasetInput(Dataset(**record["dataset"]),
-                                                                 tags=[InputTag("mlflow.data.context", "train")])])
-            elif op == "artifacts":
-                if Path(record["dir"]).is_dir():
-                    client.log_artifacts(run_id, record["dir"], artifact_path=record["path"])
-                else:
-                    log.warning("tracking queue: artifacts folder %s is gone; not logged", record["dir"])
-            elif op == "end":
-                client.set_terminated(run_id, status=record["status"], end_time=record["time_ms"])
-            else:
-                log.warning("tracking queue: unknown record %r skipped", op)
-        return len(records)
+                writer.write(self.cell, records)
+                writer.commit()
+            finally:
+                writer.close()
+            with self._io:
+                self.queue.compact(offset)
+        return True

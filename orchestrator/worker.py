@@ -46,7 +46,7 @@ def run(cell_dir: Path, should_stop, tracker=None) -> int:
     cfg = cellfiles.read_json(cell_dir / cellfiles.RUN_CONFIG)
     cell = cellfiles.read_json(cell_dir / cellfiles.CELL)
     tracker = tracker or Tracker(paths.tracking_uri(cfg.get("tracking_uri")), cfg["experiment"], cell["identity"],
-                                 cell_dir, run_name=cell["name"])
+                                 cell_dir, run_name=cell["name"], mode=cfg.get("tracking_mode", "auto"))
     # Any other exception, a ValueError included, is a crash: main() exits 1 and run_cell retries the cell from its
     # last good checkpoint (bounded by retries.crashes). Only a config error is refused for good.
     try:

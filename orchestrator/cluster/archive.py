@@ -22,8 +22,8 @@ from ops.atomic import replacing
 
 from .. import cellfiles, paths
 
-# Never copied: the lock belongs to the process running the cell; temporaries are half-written by definition.
-_SKIP = (cellfiles.LOCK,)
+# Never copied: the locks belong to the process running the cell; temporaries are half-written by definition.
+_SKIP = (cellfiles.LOCK, cellfiles.QUEUE_LOCK)
 
 
 def _skip(name: str) -> bool:

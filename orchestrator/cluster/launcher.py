@@ -24,6 +24,8 @@ from hydra_plugins.hydra_submitit_launcher.submitit_launcher import BaseSubmitit
 from omegaconf import OmegaConf, open_dict
 
 from .. import paths
+from ..tracking_import import import_for
+from ..tracking_mode import DIRECT, resolve
 from . import queue
 from .grid import Grid, latest_job, state_dir_of
 from .resources import check_scheduler, setting
@@ -31,8 +33,8 @@ from .resources import check_scheduler, setting
 log = logging.getLogger(__name__)
 
 # The cell facts a job needs without composing its config again.
-_JOB_FIELDS = ("name", "identity", "cell_dir", "archive_dir", "archive_every_min", "tracking_uri", "experiment",
-               "state_dir")
+_JOB_FIELDS = ("name", "identity", "cell_dir", "archive_dir", "archive_every_min", "tracking_uri", "tracking_mode",
+               "experiment", "state_dir")
 
 
 def executor_parameters(scheduler: str, cluster: tp.Mapping[str, tp.Any]) -> tp.Dict[str, tp.Any]:
@@ -91,7 +93,8 @@ class ClusterLauncher(BaseSubmititLauncher):
             cells.append({
                 "idx": initial_job_idx + idx, "overrides": list(overrides), "name": folder.name, "identity": identity,
                 "cell_dir": str(folder),
-                "tracking_uri": paths.tracking_uri(c.get("tracking_uri")), "experiment": c["experiment"],
+                "tracking_uri": paths.tracking_uri(c.get("tracking_uri")), "tracking_mode": c["tracking_mode"],
+                "experiment": c["experiment"],
                 "model": c["model"]["name"], "mult": mult_label(c), "dataset": c["dataset"]["name"],
                 "seed": c["seed"], "epochs": c["train"]["epochs"],
                 "archive_dir": str(Path(cluster["archive_dir"]).expanduser().resolve())
@@ -99,6 +102,7 @@ class ClusterLauncher(BaseSubmititLauncher):
                 "archive_every_min": setting(cluster, "archive_every_min"),
                 "max_attempts": int(setting(cluster, "max_attempts")), "state_dir": str(state_dir)})
 
+        import_for(cell["tracking_uri"] for cell in cells)  # this login-node process is one of the store's writers
         # The resume cron's lock: a cron run and a launch never submit the same cell at the same time.
         with grid.locked("resume.lock"):
             previous = {cell["name"]: grid.cell(cell["name"]) for cell in cells}
@@ -156,6 +160,7 @@ class ClusterLauncher(BaseSubmititLauncher):
                 for c, j in zip(cells, jobs)]
         out += [f"[amdnn]   {c['model']} x {c['mult']} ({c['dataset']}, seed {c['seed']}): not submitted, {why}"
                 for c, why in skipped]
+        out += sorted({f"[amdnn] tracking: {resolve(c['tracking_mode'], c['tracking_uri']).why}" for c in cells})
         out.append(f"[amdnn] follow the grid with: {sys.executable} -m orchestrator.cluster.status "
                    f"--state-dir {state_dir}")
         print("\n".join(out), flush=True)
@@ -173,8 +178,10 @@ class ClusterLauncher(BaseSubmititLauncher):
         warnings = Warnings().install()
         archiver = None
         if cell.get("archive_dir"):
+            # In single-writer mode the job never opens the store: the resume cron archives it after importing.
+            direct = resolve(cell.get("tracking_mode", "auto"), cell["tracking_uri"]).name == DIRECT
             archiver = Periodic(Path(cell["cell_dir"]), Path(cell["archive_dir"]), cell["archive_every_min"],
-                                cell["tracking_uri"]).start()
+                                cell["tracking_uri"] if direct else None).start()
         try:
             ret = super().__call__(sweep_overrides, job_dir_key, job_num, job_id, singleton_state)
         finally:
@@ -205,7 +212,7 @@ class ClusterLauncher(BaseSubmititLauncher):
         ids = ids if job_id in ids else ids + [job_id]
         try:
             tracker = Tracker(cell["tracking_uri"], cell["experiment"], cell["identity"], Path(cell["cell_dir"]),
-                              run_name=cell["name"])
+                              run_name=cell["name"], mode=cell.get("tracking_mode", "auto"))
             tracker.set_tags({"amdnn.job_ids": ",".join(ids), "amdnn.scheduler": self._EXECUTOR})
             tracker.flush(patience_s=10.0, force=True)
         except Exception as e:  # noqa: BLE001 - a missing tag must not fail a trained cell
@@ -231,4 +238,5 @@ def wait_for(grid: Grid, names: tp.List[str], poll_s: float = 15.0) -> None:
         if not any(cell_state(r, states) in ("queued", "running") for r in records):
             break
         time.sleep(poll_s)
+    import_for(r["tracking_uri"] for r in grid.cells() if r["name"] in names)
     print(table([r for r in rows(grid) if r["cell"] in names]), flush=True)

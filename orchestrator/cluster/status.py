@@ -20,6 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from .. import cellfiles
+from ..tracking_import import import_for
 from . import queue
 from .grid import Grid, latest_job
 
@@ -191,6 +192,8 @@ def main(argv: tp.Optional[tp.List[str]] = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args(argv)
     grid = Grid(args.state_dir)
+    import_for((c["tracking_uri"] for c in grid.cells()), out=sys.stderr if args.json else sys.stdout,
+               always=True)
     r = rows(grid)
     if not r:
         print(f"no launched cells recorded in {grid.root} (cluster sweeps record what they submit there)")

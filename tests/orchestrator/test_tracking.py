@@ -48,9 +48,9 @@ def test_server_down_training_finishes_and_records_are_flushed_later(workdir):
 def test_locked_store_does_not_stop_training(workdir):
     import orchestrator.trainer  # noqa: F401 - TensorFlow imported before the clock starts
     from orchestrator.cell import run_cell
-    from orchestrator.tracking import Tracker
+    from orchestrator.tracking_writer import StoreWriter
 
-    Tracker(workdir.uri, "amdnn", "x" * 64, workdir.path / "init")._connect()  # create the schema first
+    StoreWriter(workdir.uri).client()  # create the schema first
     db = sqlite3.connect(str(workdir.path / "mlflow.db"), timeout=0, isolation_level=None, check_same_thread=False)
     db.execute("BEGIN EXCLUSIVE")  # nobody else can read or write until released
     released = []
