@@ -136,6 +136,8 @@ def publish_experiment(uri: str, experiment: str, out_dir: str | Path | None = N
         run_id = None
         if to_mlflow and rows:  # no run, no summary: a report command never creates an experiment
             from .summary_run import publish
+            from .tracking_import import writing
 
-            run_id = publish(uri, experiment, folder, rows)
+            with writing(uri):  # the store's one writer (single-writer mode: the importers hold the same lock)
+                run_id = publish(uri, experiment, folder, rows)
     return rows, written if out_dir is not None else [], run_id
