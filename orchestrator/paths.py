@@ -37,3 +37,11 @@ def tracking_uri(value: str | None) -> str:
 def sqlite_path(uri: str) -> Path | None:
     """The database file of a sqlite:/// URI, or None for any other store."""
     return Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
+
+
+def artifact_location(uri: str) -> str | None:
+    """Where a new experiment of the store `uri` keeps its artifacts: `mlruns/` beside an SQLite file (MLflow's
+    default is ./mlruns under the working folder of whichever process creates the experiment: a job's, the cron's,
+    a test's), None (the server's choice) for other stores."""
+    db = sqlite_path(uri)
+    return str(db.parent / "mlruns") if db is not None else None

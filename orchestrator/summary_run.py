@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from . import paths
 from .report import Row
 
 TAG_SUMMARY = "amdnn.summary"
@@ -28,12 +29,12 @@ def find_summary_run(client, experiment_id: str):
     return runs[0] if runs else None
 
 
-def _experiment_id(client, experiment: str) -> str:
+def _experiment_id(client, experiment: str, uri: str) -> str:
     exp = client.get_experiment_by_name(experiment)
     if exp is not None:
         return exp.experiment_id
     try:
-        return client.create_experiment(experiment)
+        return client.create_experiment(experiment, artifact_location=paths.artifact_location(uri))
     except Exception:  # created by a cell a moment ago
         exp = client.get_experiment_by_name(experiment)
         if exp is None:
@@ -46,7 +47,7 @@ def publish(uri: str, experiment: str, report_dir: str | Path, rows: Sequence[Ro
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
-    experiment_id = _experiment_id(client, experiment)
+    experiment_id = _experiment_id(client, experiment, uri)
     run = find_summary_run(client, experiment_id)
     if run is None:
         run = client.create_run(experiment_id, run_name=RUN_NAME,

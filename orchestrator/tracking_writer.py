@@ -166,7 +166,8 @@ class StoreWriter:
                 client.set_experiment_tag(exp.experiment_id, TAG_NOTE, EXPERIMENT_DESCRIPTION)
             return exp.experiment_id
         try:
-            return client.create_experiment(name, tags={TAG_NOTE: EXPERIMENT_DESCRIPTION})
+            return client.create_experiment(name, artifact_location=paths.artifact_location(self.uri),
+                                            tags={TAG_NOTE: EXPERIMENT_DESCRIPTION})
         except Exception:  # another process created it a moment ago
             exp = client.get_experiment_by_name(name)
             if exp is None:

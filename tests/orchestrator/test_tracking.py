@@ -43,6 +43,13 @@ def test_server_down_training_finishes_and_records_are_flushed_later(workdir):
     assert data["metrics"]["final_test_accuracy"][0][1] == result.test_accuracy
     assert data["params"]["model.name"] == "lenet300" and data["params"]["train.epochs"] == "2"
     assert queue.read_text() == ""
+    # The run's artifacts (curves, multiplier map) live beside the store, not under whichever folder the creating
+    # process ran in.
+    from mlflow.tracking import MlflowClient
+
+    store = Path(workdir.uri[len("sqlite:///"):])
+    run = MlflowClient(workdir.uri).get_run(again.run_id)
+    assert Path(run.info.artifact_uri.removeprefix("file://")).is_relative_to(store.parent / "mlruns")
 
 
 def test_locked_store_does_not_stop_training(workdir):
