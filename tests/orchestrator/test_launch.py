@@ -95,6 +95,11 @@ echo "Submitted batch job 4242"
 """
 
 
+# sbatch is faked here, but scontrol and sinfo answer from the suite's real test Slurm when it runs (a 2-core node),
+# and the launch refuses requests no node can run: ask for what it has.
+FITS_THE_TEST_SLURM = ("cluster.cpus=1", "cluster.mem=1")
+
+
 def fake_slurm_env(tmp_path) -> dict:
     bin_dir = tmp_path / "fake-bin"
     bin_dir.mkdir()
@@ -106,7 +111,7 @@ def fake_slurm_env(tmp_path) -> dict:
 
 
 def test_cluster_preset_without_m_submits_the_cell_and_trains_nothing_here(tmp_path):
-    proc = launch(tmp_path, "model=lenet5", "cluster=slurm", "cluster.walltime=00:10:00",
+    proc = launch(tmp_path, "model=lenet5", "cluster=slurm", "cluster.walltime=00:10:00", *FITS_THE_TEST_SLURM,
                   f"cluster.state_dir={tmp_path / 'state'}", environment=fake_slurm_env(tmp_path))
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
@@ -119,7 +124,7 @@ def test_cluster_preset_without_m_submits_the_cell_and_trains_nothing_here(tmp_p
 
 
 def test_cluster_sweep_table_has_a_column_per_experiment_before_any_result(tmp_path):
-    proc = launch(tmp_path, "-m", "cluster=slurm", "mult.exact_gradients=false,true",
+    proc = launch(tmp_path, "-m", "cluster=slurm", "mult.exact_gradients=false,true", *FITS_THE_TEST_SLURM,
                   f"cluster.state_dir={tmp_path / 'state'}", environment=fake_slurm_env(tmp_path))
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
