@@ -58,7 +58,8 @@ def _assert_two_cells_in_store(sandbox, report_uri: str) -> None:
         assert [v for _, v in steps] == [1.0, 2.0] and len({s for s, _ in steps}) == 2, steps  # every epoch once
     rows = sandbox.rows()
     assert [(r["state"], r["epoch"]) for r in rows] == [("finished", 2)] * 2
-    report = subprocess.run([sys.executable, "-m", "orchestrator.report", "--tracking-uri", report_uri], cwd=REPO,
+    report = subprocess.run([sys.executable, "-m", "orchestrator.report", "--tracking-uri", report_uri,
+                             "--out", str(sandbox.root / "report")], cwd=REPO,
                             capture_output=True, text=True, timeout=300)
     assert report.returncode == 0 and "(n=2)" in report.stdout, report.stdout + report.stderr  # seeds 0 and 1
 
@@ -101,7 +102,7 @@ def test_grid_with_a_tracking_server_sends_directly(slurm, sandbox, tmp_path):
     server = subprocess.Popen([str(mlflow), "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
                                "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
                               stdout=open(tmp_path / "server.log", "w"), stderr=subprocess.STDOUT,
-                              start_new_session=True)
+                              cwd=tmp_path, start_new_session=True)  # its ./mlartifacts in tmp_path, not the repo
     try:
         deadline = time.time() + 180
         while True:

@@ -67,7 +67,8 @@ def test_exact_gradients_and_two_tables_of_one_name_are_separate_columns(workdir
 
     # The command prints the same table; its CSV gives each run's setting, equal exactly for the two seeds.
     csv_path = workdir.path / "report.csv"
-    assert report.main(["--tracking-uri", workdir.uri, "--experiment", "amdnn", "--csv", str(csv_path)]) == 0
+    assert report.main(["--tracking-uri", workdir.uri, "--experiment", "amdnn", "--csv", str(csv_path),
+                        "--out", str(workdir.path / "reports")]) == 0
     assert lines(capsys.readouterr().out) == expected
     by_seed = {(r["mult"], r["seed"], r["test_accuracy"]): json.loads(r["setting"])
                for r in csv.DictReader(io.StringIO(csv_path.read_text()))}
