@@ -220,7 +220,7 @@ def _pair(value, what: str) -> tuple[int, int]:
     return pair
 
 
-def _output_size(size: int, kernel: int, stride: int, dilation: int, padding: str) -> tuple[int, int]:
+def output_size(size: int, kernel: int, stride: int, dilation: int, padding: str) -> tuple[int, int]:
     """(output size, padding before) along one axis, TF's rule: SAME pads (pad_total // 2) before, the rest after."""
     span = (kernel - 1) * dilation + 1
     if padding == "SAME":
@@ -243,7 +243,7 @@ def _conv_geometry(input_shape, filter_shape, strides, padding, dilations):
     stride, dilation = _pair(strides, "strides"), _pair(dilations, "dilations")
     axes = []
     for size, kernel, s, d in zip((height, width), (k_h, k_w), stride, dilation):
-        out, before = _output_size(size, kernel, s, d, padding)
+        out, before = output_size(size, kernel, s, d, padding)
         index = np.arange(out)[:, None] * s - before + np.arange(kernel)[None, :] * d  # [out, kernel]
         axes.append((index, (index >= 0) & (index < size)))
     return axes

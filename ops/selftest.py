@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ops import tables
+from ops import reference, tables
 from ops.multipliers import names
 from ops.operands import bits, fast_operands, normal_operands, random_operands, same_bits, special_operands
 from ops.selftest_frameworks import CUDNN, FRAMEWORKS
@@ -80,13 +80,6 @@ def relative_error(out, ref) -> float:
     return float(np.linalg.norm(out - ref) / max(np.linalg.norm(ref), 1e-30))
 
 
-def conv_output_size(size: int, kernel: int, stride: int, padding: str, dilation: int) -> int:
-    """TensorFlow's rule: SAME gives ceil(size / stride), VALID what the dilated kernel fits."""
-    if padding == "SAME":
-        return -(-size // stride)
-    return (size - (kernel - 1) * dilation - 1) // stride + 1
-
-
 def check_layers(framework, mode: str) -> tuple[float, str | None]:
     """(the largest relative error of any layer output or gradient, GPU against CPU; what failed, if anything)."""
     worst, failure = 0.0, None
@@ -94,7 +87,7 @@ def check_layers(framework, mode: str) -> tuple[float, str | None]:
     for index, (n, h, w, c, o, k, stride, padding, dilation) in enumerate(CONV_GEOMETRIES):
         x = normal_operands(n * h * w * c, 10 + index).reshape(n, h, w, c)
         kernel = normal_operands(k * k * c * o, 20 + index).reshape(k, k, c, o)
-        ho, wo = (conv_output_size(size, k, stride, padding, dilation) for size in (h, w))
+        ho, wo = (reference.output_size(size, k, stride, dilation, padding)[0] for size in (h, w))
         dy = normal_operands(n * ho * wo * o, 30 + index).reshape(n, ho, wo, o)
         cases.append((f"conv2d {n}x{h}x{w}x{c} k{k} s{stride} {padding} d{dilation}",
                       lambda device, x=x, kernel=kernel, dy=dy, s=stride, p=padding, d=dilation:
