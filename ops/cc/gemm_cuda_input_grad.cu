@@ -37,6 +37,29 @@ bool by_phases(const ConvGeometry& g) {
   return (g.stride_h > 1 || g.stride_w > 1) && g.dilation_h == 1 && g.dilation_w == 1;
 }
 
+// The k of one phase, (jh, jw, co), walked with wrap-arounds.
+struct PhaseCursor {
+  int k, co, jw, jh;
+};
+
+__device__ __forceinline__ PhaseCursor phase_cursor(const Geometry& g, const Phase& ph, int k) {
+  const int t = k / g.out_c, co = k - t * g.out_c;
+  const int jh = t / ph.taps_w;
+  return {k, co, t - jh * ph.taps_w, jh};
+}
+
+__device__ __forceinline__ void phase_advance(const Geometry& g, const Phase& ph, PhaseCursor& c, int step) {
+  c.k += step;
+  c.co += step;
+  while (c.co >= g.out_c) {
+    c.co -= g.out_c;
+    if (++c.jw == ph.taps_w) {
+      c.jw = 0;
+      ++c.jh;
+    }
+  }
+}
+
 // A of one phase: rows (n, hq, wq), k = (jh, jw, co): dy[n, ho0 - jh, wo0 - jw, co], +0 outside dy.
 struct PhaseGather {
   static constexpr bool kAlongK = true;
@@ -44,26 +67,24 @@ struct PhaseGather {
   Geometry g;
   Phase ph;
   int rows, k_size;
-  struct Outer { int base, ho0, wo0; bool valid; };
-  struct Inner { int jh, jw, co; bool valid; };
+  struct Outer { int base, ho0, wo0; };
+  using Cursor = PhaseCursor;
   __device__ Outer outer(int r) const {
+    if (r >= rows) return {0, kOutside, kOutside};
     const int hw = ph.rows_h * ph.rows_w;
     const int n = r / hw, rest = r - n * hw;
     const int hq = rest / ph.rows_w, wq = rest - hq * ph.rows_w;
     const int hi = ph.row0 + hq * g.stride_h, wi = ph.col0 + wq * g.stride_w;
     // hi + pad_top - kh0 is a multiple of the stride by the choice of phase: exact divisions
     return {n * g.out_h * g.out_w * g.out_c, (hi + g.pad_top - ph.kh0) / g.stride_h,
-            (wi + g.pad_left - ph.kw0) / g.stride_w, r < rows};
+            (wi + g.pad_left - ph.kw0) / g.stride_w};
   }
-  __device__ Inner inner(int k) const {
-    const int t = k / g.out_c, co = k - t * g.out_c;
-    const int jh = t / ph.taps_w, jw = t - jh * ph.taps_w;
-    return {jh, jw, co, k < k_size};
-  }
-  __device__ uint32_t load(const Outer& o, const Inner& i) const {
-    const int ho = o.ho0 - i.jh, wo = o.wo0 - i.jw;
-    const bool inside = o.valid && i.valid && ho >= 0 && ho < g.out_h && wo >= 0 && wo < g.out_w;
-    return inside ? __float_as_uint(__ldg(dy + o.base + (ho * g.out_w + wo) * g.out_c + i.co)) : 0u;
+  __device__ Cursor cursor(int k) const { return phase_cursor(g, ph, k); }
+  __device__ void advance(Cursor& c, int step) const { phase_advance(g, ph, c, step); }
+  __device__ uint32_t load(const Outer& o, const Cursor& c) const {
+    const int ho = o.ho0 - c.jh, wo = o.wo0 - c.jw;
+    const bool in = c.k < k_size && inside(ho, g.out_h) && inside(wo, g.out_w);
+    return in ? __float_as_uint(__ldg(dy + o.base + (ho * g.out_w + wo) * g.out_c + c.co)) : 0u;
   }
 };
 
@@ -75,16 +96,14 @@ struct PhaseFilter {
   Phase ph;
   int k_size;
   struct Outer { int offset; bool valid; };
-  struct Inner { int offset; bool valid; };
+  using Cursor = PhaseCursor;
   __device__ Outer outer(int ci) const { return {ci * g.out_c, ci < g.in_c}; }
-  __device__ Inner inner(int k) const {
-    const int t = k / g.out_c, co = k - t * g.out_c;
-    const int jh = t / ph.taps_w, jw = t - jh * ph.taps_w;
-    const int kh = ph.kh0 + jh * g.stride_h, kw = ph.kw0 + jw * g.stride_w;
-    return {(kh * g.filter_w + kw) * g.in_c * g.out_c + co, k < k_size};
-  }
-  __device__ uint32_t load(const Outer& o, const Inner& i) const {
-    return (o.valid && i.valid) ? __float_as_uint(__ldg(w + o.offset + i.offset)) : 0u;
+  __device__ Cursor cursor(int k) const { return phase_cursor(g, ph, k); }
+  __device__ void advance(Cursor& c, int step) const { phase_advance(g, ph, c, step); }
+  __device__ uint32_t load(const Outer& o, const Cursor& c) const {
+    const int kh = ph.kh0 + c.jh * g.stride_h, kw = ph.kw0 + c.jw * g.stride_w;
+    const bool in = o.valid && c.k < k_size;
+    return in ? __float_as_uint(__ldg(w + (kh * g.filter_w + kw) * g.in_c * g.out_c + o.offset + c.co)) : 0u;
   }
 };
 

@@ -73,12 +73,14 @@ struct GemmParams {
 
 // One operand's part of a k tile: which elements this thread stages and where they go. Element e of a thread is
 // tile index idx = tid + e * kThreads at (outer, kk). Read along k, a thread's kk is the same for all its elements
-// (kThreads is a multiple of kBK) and its outer indices differ; read along outer, its outer index is the same
-// (kThreads is a multiple of BO) and its kk differ. What is the same is computed once.
+// (kThreads is a multiple of kBK) and its outer indices differ by kThreads / kBK: kOuters outer infos and one cursor.
+// Read along outer, its outer index is the same (kThreads is a multiple of BO) and its k differ by kStep: one outer
+// info and one cursor, stepped from element to element.
 template <int BO, int kThreads, class Loader>
 struct Stage {
   static constexpr int kCount = BO * kBK / kThreads;
-  static constexpr int kOuters = Loader::kAlongK ? kCount : 1;  // outer infos kept across k tiles
+  static constexpr int kOuters = Loader::kAlongK ? kCount : 1;
+  static constexpr int kStep = kThreads / BO;  // k between consecutive elements, read along outer
   static_assert(kCount * kThreads == BO * kBK, "tile not divisible among threads");
   static_assert(Loader::kAlongK ? kThreads % kBK == 0 : kThreads % BO == 0, "thread mapping");
   __device__ static int outer_index(int idx) { return Loader::kAlongK ? idx / kBK : idx % BO; }
@@ -89,23 +91,68 @@ struct Stage {
     for (int e = 0; e < kOuters; ++e) out[e] = l.outer(origin + outer_index(tid + e * kThreads));
   }
 
-  __device__ static void fetch(const Loader& l, const typename Loader::Outer* outer, int k0, int k_end, int tid,
-                               uint32_t* out) {
+  __device__ static typename Loader::Cursor cursor(const Loader& l, int k0, int tid) {
+    return l.cursor(k0 + k_index(tid));
+  }
+
+  // Loads this thread's elements of the tile at `c` (+0 at k >= k_end) and moves `c` to the next tile.
+  __device__ static void fetch(const Loader& l, const typename Loader::Outer* outer, typename Loader::Cursor& c,
+                               int k_end, uint32_t* out) {
     if constexpr (Loader::kAlongK) {
-      const int k = k0 + k_index(tid);
-      const typename Loader::Inner inner = l.inner(k);
+      const bool valid = c.k < k_end;
 #pragma unroll
-      for (int e = 0; e < kCount; ++e) out[e] = k < k_end ? l.load(outer[e], inner) : 0u;
+      for (int e = 0; e < kCount; ++e) out[e] = valid ? l.load(outer[e], c) : 0u;
+      l.advance(c, kBK);
     } else {
+      typename Loader::Cursor at = c;
 #pragma unroll
       for (int e = 0; e < kCount; ++e) {
-        const int k = k0 + k_index(tid + e * kThreads);
-        out[e] = k < k_end ? l.load(outer[0], l.inner(k)) : 0u;
+        out[e] = at.k < k_end ? l.load(outer[0], at) : 0u;
+        if (e + 1 < kCount) l.advance(at, kStep);
       }
+      l.advance(c, kBK);
     }
+  }
+
+  // Decodes this thread's elements into a shared buffer (raw bits and the mode's planes); true if any is outside
+  // the fast range.
+  template <Mode M, int kLd>
+  __device__ static bool store(const uint32_t* in, bool left, int tid, uint32_t* raw, uint32_t* planes) {
+    bool outside = false;
+#pragma unroll
+    for (int e = 0; e < kCount; ++e) {
+      const int idx = tid + e * kThreads;
+      const int at = k_index(idx) * kLd + outer_index(idx);
+      uint32_t w[Fast<M>::kPlanes];
+      Fast<M>::decode(in[e], left, w);
+      raw[at] = in[e];
+#pragma unroll
+      for (int q = 0; q < Fast<M>::kPlanes; ++q) planes[q * kBK * kLd + at] = w[q];
+      outside |= !Fast<M>::exact(in[e]);
+    }
+    return outside;
   }
 };
 
+// A thread's 8 rows (or columns) of its tile: 4 at 4 * t and 4 at half + 4 * t, so that the 16-byte fragment reads of
+// a warp's threads are contiguous in shared memory (8 at 8 * t would put lanes 32 bytes apart: 2-way conflicts).
+template <int kSize>
+__device__ __forceinline__ int fragment_index(int t, int i) {
+  return (i < 4 ? 0 : kSize / 2) + 4 * t + (i & 3);
+}
+
+template <int kSize>
+__device__ __forceinline__ void read_fragment(const uint32_t* row, int t, uint32_t* out) {
+  const uint4 lo = *reinterpret_cast<const uint4*>(row + 4 * t);
+  const uint4 hi = *reinterpret_cast<const uint4*>(row + kSize / 2 + 4 * t);
+  out[0] = lo.x; out[1] = lo.y; out[2] = lo.z; out[3] = lo.w;
+  out[4] = hi.x; out[5] = hi.y; out[6] = hi.z; out[7] = hi.w;
+}
+
+// Software pipeline, one barrier per k tile: shared memory holds two buffers. While the block computes tile t from
+// buffer t % 2, each thread decodes tile t + 1 (loaded into registers during tile t - 1) into the other buffer and
+// issues the global loads of tile t + 2; the barrier that closes tile t also ORs the threads' range checks of
+// tile t + 1, which decides its path.
 template <Mode M, int BM, int BN, class LoadA, class LoadB, class Rows>
 __global__ void __launch_bounds__((BM / kThreadTile) * (BN / kThreadTile), AMDNN_GPU_MIN_BLOCKS)
     gemm_kernel(const GemmParams<LoadA, LoadB, Rows> p) {
@@ -113,22 +160,25 @@ __global__ void __launch_bounds__((BM / kThreadTile) * (BN / kThreadTile), AMDNN
   constexpr int kThreads = (BM / kThreadTile) * (BN / kThreadTile);
   constexpr int kP = F::kPlanes;
   constexpr int kLdA = BM + kPad, kLdB = BN + kPad;
+  constexpr int kBufferWords = (1 + kP) * kBK * (kLdA + kLdB);
   using StageA = Stage<BM, kThreads, LoadA>;
   using StageB = Stage<BN, kThreads, LoadB>;
 
   extern __shared__ __align__(16) unsigned char smem[];
-  // [raw A][raw B][A planes][B planes][table]
-  uint32_t* raw_a = reinterpret_cast<uint32_t*>(smem);
-  uint32_t* raw_b = raw_a + kBK * kLdA;
-  uint32_t* dec_a = raw_b + kBK * kLdB;
-  uint32_t* dec_b = dec_a + kP * kBK * kLdA;
-  char* table = reinterpret_cast<char*>(dec_b + kP * kBK * kLdB);
+  // two buffers of [raw A][raw B][A planes][B planes], then the table
+  uint32_t* const buffers = reinterpret_cast<uint32_t*>(smem);
+  char* table = reinterpret_cast<char*>(buffers + 2 * kBufferWords);
+  auto raw_a = [&](int s) { return buffers + s * kBufferWords; };
+  auto raw_b = [&](int s) { return raw_a(s) + kBK * kLdA; };
+  auto dec_a = [&](int s) { return raw_b(s) + kBK * kLdB; };
+  auto dec_b = [&](int s) { return dec_a(s) + kP * kBK * kLdA; };
 
   const int tid = threadIdx.x;
   const int tx = tid % (BN / kThreadTile), ty = tid / (BN / kThreadTile);
   const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
   const int k_begin = blockIdx.z * p.k_per_split;
   const int k_end = min(p.k, k_begin + p.k_per_split);
+  const int tiles = k_begin < k_end ? (k_end - k_begin + kBK - 1) / kBK : 0;
 
   if constexpr (M == Mode::kAm16) {
     for (int i = tid; i < 256 * 32; i += kThreads) reinterpret_cast<float*>(table)[i] = p.sums.g[i >> 5];
@@ -144,10 +194,16 @@ __global__ void __launch_bounds__((BM / kThreadTile) * (BN / kThreadTile), AMDNN
   typename LoadB::Outer b_outer[StageB::kOuters];
   StageA::outers(p.a, row0, tid, a_outer);
   StageB::outers(p.b, col0, tid, b_outer);
+  typename LoadA::Cursor a_cursor = StageA::cursor(p.a, k_begin, tid);
+  typename LoadB::Cursor b_cursor = StageB::cursor(p.b, k_begin, tid);
   uint32_t next_a[StageA::kCount], next_b[StageB::kCount];
-  auto fetch = [&](int k0) {
-    StageA::fetch(p.a, a_outer, k0, k_end, tid, next_a);
-    StageB::fetch(p.b, b_outer, k0, k_end, tid, next_b);
+  auto fetch = [&] {
+    StageA::fetch(p.a, a_outer, a_cursor, k_end, next_a);
+    StageB::fetch(p.b, b_outer, b_cursor, k_end, next_b);
+  };
+  auto stage = [&](int s) {
+    const bool outside_a = StageA::template store<M, kLdA>(next_a, true, tid, raw_a(s), dec_a(s));
+    return StageB::template store<M, kLdB>(next_b, false, tid, raw_b(s), dec_b(s)) || outside_a;
   };
 
   float acc[kThreadTile][kThreadTile];
@@ -157,49 +213,31 @@ __global__ void __launch_bounds__((BM / kThreadTile) * (BN / kThreadTile), AMDNN
     for (int j = 0; j < kThreadTile; ++j) acc[i][j] = 0.0f;
 
   unsigned fast_steps = 0, generic_steps = 0;
-  if (k_begin < k_end) fetch(k_begin);
-  for (int k0 = k_begin; k0 < k_end; k0 += kBK) {
-    __syncthreads();  // the previous tile is consumed
-    bool outside = false;
-#pragma unroll
-    for (int e = 0; e < StageA::kCount; ++e) {
-      const int idx = tid + e * kThreads;
-      const int at = StageA::k_index(idx) * kLdA + StageA::outer_index(idx);
-      uint32_t w[kP];
-      F::decode(next_a[e], true, w);
-      raw_a[at] = next_a[e];
-#pragma unroll
-      for (int q = 0; q < kP; ++q) dec_a[q * kBK * kLdA + at] = w[q];
-      outside |= !F::exact(next_a[e]);
+  bool outside = false;
+  if (tiles > 0) {
+    fetch();
+    outside = stage(0);
+    if (tiles > 1) fetch();
+  }
+  bool generic = __syncthreads_or(outside);  // also publishes the table
+  for (int t = 0; t < tiles; ++t) {
+    const int s = t & 1;
+    outside = false;
+    if (t + 1 < tiles) {
+      outside = stage(s ^ 1);
+      if (t + 2 < tiles) fetch();  // global loads in flight while this tile computes
     }
-#pragma unroll
-    for (int e = 0; e < StageB::kCount; ++e) {
-      const int idx = tid + e * kThreads;
-      const int at = StageB::k_index(idx) * kLdB + StageB::outer_index(idx);
-      uint32_t w[kP];
-      F::decode(next_b[e], false, w);
-      raw_b[at] = next_b[e];
-#pragma unroll
-      for (int q = 0; q < kP; ++q) dec_b[q * kBK * kLdB + at] = w[q];
-      outside |= !F::exact(next_b[e]);
-    }
-    const bool generic = __syncthreads_or(outside);
-    if (k0 + kBK < k_end) fetch(k0 + kBK);  // global loads in flight while this tile computes
-
     if (!generic) {
       ++fast_steps;
+      const uint32_t* const da = dec_a(s);
+      const uint32_t* const db = dec_b(s);
 #pragma unroll
       for (int kk = 0; kk < kBK; ++kk) {
         uint32_t a[kP][kThreadTile], b[kP][kThreadTile];
 #pragma unroll
         for (int q = 0; q < kP; ++q) {
-          const uint4* pa = reinterpret_cast<const uint4*>(dec_a + q * kBK * kLdA + kk * kLdA + ty * kThreadTile);
-          const uint4* pb = reinterpret_cast<const uint4*>(dec_b + q * kBK * kLdB + kk * kLdB + tx * kThreadTile);
-          const uint4 a0 = pa[0], a1 = pa[1], b0 = pb[0], b1 = pb[1];
-          a[q][0] = a0.x; a[q][1] = a0.y; a[q][2] = a0.z; a[q][3] = a0.w;
-          a[q][4] = a1.x; a[q][5] = a1.y; a[q][6] = a1.z; a[q][7] = a1.w;
-          b[q][0] = b0.x; b[q][1] = b0.y; b[q][2] = b0.z; b[q][3] = b0.w;
-          b[q][4] = b1.x; b[q][5] = b1.y; b[q][6] = b1.z; b[q][7] = b1.w;
+          read_fragment<BM>(da + (q * kBK + kk) * kLdA, ty, a[q]);
+          read_fragment<BN>(db + (q * kBK + kk) * kLdB, tx, b[q]);
         }
 #pragma unroll
         for (int i = 0; i < kThreadTile; ++i)
@@ -216,29 +254,32 @@ __global__ void __launch_bounds__((BM / kThreadTile) * (BN / kThreadTile), AMDNN
       }
     } else {
       ++generic_steps;
+      const uint32_t* const ra = raw_a(s);
+      const uint32_t* const rb = raw_b(s);
       for (int kk = 0; kk < kBK; ++kk)
 #pragma unroll
         for (int i = 0; i < kThreadTile; ++i) {
-          const float a = __uint_as_float(raw_a[kk * kLdA + ty * kThreadTile + i]);
+          const float a = __uint_as_float(ra[kk * kLdA + fragment_index<BM>(ty, i)]);
 #pragma unroll
           for (int j = 0; j < kThreadTile; ++j) {
-            const float b = __uint_as_float(raw_b[kk * kLdB + tx * kThreadTile + j]);
+            const float b = __uint_as_float(rb[kk * kLdB + fragment_index<BN>(tx, j)]);
             acc[i][j] = add_keeping_nan(acc[i][j], product<M>(a, b, p.table7));
           }
         }
     }
+    generic = __syncthreads_or(outside);
   }
 
   float* c = p.c + blockIdx.z * p.split_stride;
 #pragma unroll
   for (int i = 0; i < kThreadTile; ++i) {
-    const int r = row0 + ty * kThreadTile + i;
+    const int r = row0 + fragment_index<BM>(ty, i);
     if (r >= p.m) continue;
     // split partial results are dense [m, n] slices of the workspace
     const long long row_start = p.split_stride ? static_cast<long long>(r) * p.n : p.rows.offset(r);
 #pragma unroll
     for (int j = 0; j < kThreadTile; ++j) {
-      const int col = col0 + tx * kThreadTile + j;
+      const int col = col0 + fragment_index<BN>(tx, j);
       if (col < p.n) c[row_start + col] = acc[i][j];
     }
   }
@@ -308,7 +349,8 @@ LaunchStatus launch_mode(const GemmParams<LoadA, LoadB, Rows>& base, int64_t m, 
                          void* workspace, cudaStream_t stream) {
   constexpr int kThreads = (BM / kThreadTile) * (BN / kThreadTile);
   constexpr int kP = Fast<M>::kPlanes;
-  const size_t smem = static_cast<size_t>(1 + kP) * kBK * ((BM + kPad) + (BN + kPad)) * 4 + table_bytes<M>();
+  // two buffers of raw and decoded A and B tiles, and the table
+  const size_t smem = static_cast<size_t>(2 * (1 + kP)) * kBK * ((BM + kPad) + (BN + kPad)) * 4 + table_bytes<M>();
   static std::once_flag configured;
   static cudaError_t configure_status = cudaSuccess;
   std::call_once(configured, [&] {

@@ -13,19 +13,30 @@ namespace {
 // ------------------------------------------------------------------------------------------------ loaders
 //
 // A loader presents one GEMM operand by (outer, k): outer is m for A and n for B. kAlongK says which index is
-// contiguous in memory (threads of a warp then walk along it). Outer and Inner hold what depends on one index only,
-// so the per-element work is a few adds and compares.
+// contiguous in memory (threads of a warp then walk along it). Outer holds what depends on the outer index only
+// (computed once per thread), Cursor what depends on k: cursor(k) places one with divisions, once per thread, and
+// advance(c, step) moves it along k with adds and wrap-arounds only, since a division by a run-time value costs ~20
+// instructions and the kernel moves every cursor once per k tile. Every cursor keeps its k; load() reads +0 where
+// the element is outside the operand (padding, ragged tiles).
+
+// An invalid row's coordinates: far enough out that every bounds check on it fails, small enough not to overflow.
+constexpr int kOutside = -(1 << 28);
+
+__device__ __forceinline__ bool inside(int v, int size) { return static_cast<unsigned>(v) < static_cast<unsigned>(size); }
+
+struct KCursor { int k; };
 
 struct DenseAlongK {  // element(o, k) = p[o * ld + k]
   static constexpr bool kAlongK = true;
   const float* p;
   int outer_size, k_size, ld;
   struct Outer { int offset; bool valid; };
-  struct Inner { int offset; bool valid; };
+  using Cursor = KCursor;
   __device__ Outer outer(int o) const { return {o * ld, o < outer_size}; }
-  __device__ Inner inner(int k) const { return {k, k < k_size}; }
-  __device__ uint32_t load(const Outer& o, const Inner& i) const {
-    return (o.valid && i.valid) ? __float_as_uint(__ldg(p + o.offset + i.offset)) : 0u;
+  __device__ Cursor cursor(int k) const { return {k}; }
+  __device__ void advance(Cursor& c, int step) const { c.k += step; }
+  __device__ uint32_t load(const Outer& o, const Cursor& c) const {
+    return (o.valid && c.k < k_size) ? __float_as_uint(__ldg(p + o.offset + c.k)) : 0u;
   }
 };
 
@@ -34,11 +45,12 @@ struct DenseAlongOuter {  // element(o, k) = p[k * ld + o]
   const float* p;
   int outer_size, k_size, ld;
   struct Outer { int offset; bool valid; };
-  struct Inner { int offset; bool valid; };
+  using Cursor = KCursor;
   __device__ Outer outer(int o) const { return {o, o < outer_size}; }
-  __device__ Inner inner(int k) const { return {k * ld, k < k_size}; }
-  __device__ uint32_t load(const Outer& o, const Inner& i) const {
-    return (o.valid && i.valid) ? __float_as_uint(__ldg(p + o.offset + i.offset)) : 0u;
+  __device__ Cursor cursor(int k) const { return {k}; }
+  __device__ void advance(Cursor& c, int step) const { c.k += step; }
+  __device__ uint32_t load(const Outer& o, const Cursor& c) const {
+    return (o.valid && c.k < k_size) ? __float_as_uint(__ldg(p + c.k * ld + o.offset)) : 0u;
   }
 };
 
@@ -48,27 +60,49 @@ struct Geometry {
   int pad_top, pad_left, out_h, out_w;
 };
 
-// A pixel of the output grid (n, ho, wo) as where its receptive field starts in x; a tap (kh, kw, ci) as its offset.
-struct Pixel { int base, h0, w0; bool valid; };
-struct Tap { int dh, dw, ci; bool valid; };
+// A pixel of the output grid as where its receptive field starts in x: offset of image n's (h0, w0) (which may lie
+// in the padding), and h0, w0 for the bounds checks (kOutside for a row past the end).
+struct Pixel { int offset, h0, w0; };
 
-__device__ __forceinline__ Pixel output_pixel(const Geometry& g, int r, int rows) {
-  const int hw = g.out_h * g.out_w;
-  const int n = r / hw, rest = r - n * hw;
-  const int ho = rest / g.out_w, wo = rest - ho * g.out_w;
-  return {n * g.in_h * g.in_w * g.in_c, ho * g.stride_h - g.pad_top, wo * g.stride_w - g.pad_left, r < rows};
+__device__ __forceinline__ Pixel pixel_at(const Geometry& g, int n, int ho, int wo, bool valid) {
+  const int h0 = ho * g.stride_h - g.pad_top, w0 = wo * g.stride_w - g.pad_left;
+  if (!valid) return {0, kOutside, kOutside};
+  return {((n * g.in_h + h0) * g.in_w + w0) * g.in_c, h0, w0};
 }
 
-__device__ __forceinline__ Tap filter_tap(const Geometry& g, int k, int taps) {
+// A filter tap (kh, kw, ci) as its offset from a pixel's offset, and its displacement for the bounds checks.
+struct TapCursor {
+  int k, ci, kw, dh, dw;
+};
+
+__device__ __forceinline__ TapCursor tap_cursor(const Geometry& g, int k) {
   const int t = k / g.in_c, ci = k - t * g.in_c;
   const int kh = t / g.filter_w, kw = t - kh * g.filter_w;
-  return {kh * g.dilation_h, kw * g.dilation_w, ci, k < taps};
+  return {k, ci, kw, kh * g.dilation_h, kw * g.dilation_w};
 }
 
-__device__ __forceinline__ uint32_t load_x(const float* x, const Geometry& g, const Pixel& p, const Tap& t) {
-  const int hi = p.h0 + t.dh, wi = p.w0 + t.dw;
-  const bool inside = p.valid && t.valid && hi >= 0 && hi < g.in_h && wi >= 0 && wi < g.in_w;
-  return inside ? __float_as_uint(__ldg(x + p.base + (hi * g.in_w + wi) * g.in_c + t.ci)) : 0u;  // padding: +0
+__device__ __forceinline__ void tap_advance(const Geometry& g, TapCursor& c, int step) {
+  c.k += step;
+  c.ci += step;
+  while (c.ci >= g.in_c) {  // at most once per k tile when in_c >= the tile's k (every ResNet layer but the first)
+    c.ci -= g.in_c;
+    c.dw += g.dilation_w;
+    if (++c.kw == g.filter_w) {
+      c.kw = 0;
+      c.dw = 0;
+      c.dh += g.dilation_h;
+    }
+  }
+}
+
+__device__ __forceinline__ int tap_offset(const Geometry& g, const TapCursor& c) {
+  return (c.dh * g.in_w + c.dw) * g.in_c + c.ci;
+}
+
+__device__ __forceinline__ uint32_t load_x(const float* x, const Geometry& g, const Pixel& p, const TapCursor& t,
+                                           int taps) {
+  const bool in = t.k < taps && inside(p.h0 + t.dh, g.in_h) && inside(p.w0 + t.dw, g.in_w);
+  return in ? __float_as_uint(__ldg(x + p.offset + tap_offset(g, t))) : 0u;  // padding: +0
 }
 
 struct Im2Col {  // forward A: rows are output pixels, k the taps (kh, kw, ci)
@@ -77,66 +111,139 @@ struct Im2Col {  // forward A: rows are output pixels, k the taps (kh, kw, ci)
   Geometry g;
   int rows, taps;
   using Outer = Pixel;
-  using Inner = Tap;
-  __device__ Outer outer(int r) const { return output_pixel(g, r, rows); }
-  __device__ Inner inner(int k) const { return filter_tap(g, k, taps); }
-  __device__ uint32_t load(const Outer& o, const Inner& i) const { return load_x(x, g, o, i); }
+  using Cursor = TapCursor;
+  __device__ Outer outer(int r) const {
+    const int hw = g.out_h * g.out_w;
+    const int n = r / hw, rest = r - n * hw;
+    const int ho = rest / g.out_w, wo = rest - ho * g.out_w;
+    return pixel_at(g, n, ho, wo, r < rows);
+  }
+  __device__ Cursor cursor(int k) const { return tap_cursor(g, k); }
+  __device__ void advance(Cursor& c, int step) const { tap_advance(g, c, step); }
+  __device__ uint32_t load(const Outer& o, const Cursor& c) const { return load_x(x, g, o, c, taps); }
 };
 
-struct Im2ColTransposed {  // filter-gradient A: rows are taps, k the output pixels
+// The filter gradient's A: rows are taps, k the output pixels (n, ho, wo), walked with wrap-arounds.
+struct PixelCursor {
+  int k, n, ho, wo;
+};
+
+struct Im2ColTransposed {
   static constexpr bool kAlongK = false;
   const float* x;
   Geometry g;
   int pixels, taps;
-  using Outer = Tap;
-  using Inner = Pixel;
-  __device__ Outer outer(int r) const { return filter_tap(g, r, taps); }
-  __device__ Inner inner(int k) const { return output_pixel(g, k, pixels); }
-  __device__ uint32_t load(const Outer& o, const Inner& i) const { return load_x(x, g, i, o); }
+  struct Outer { int offset, dh, dw; };
+  using Cursor = PixelCursor;
+  __device__ Outer outer(int r) const {
+    if (r >= taps) return {0, kOutside, kOutside};
+    const TapCursor t = tap_cursor(g, r);
+    return {tap_offset(g, t), t.dh, t.dw};
+  }
+  __device__ Cursor cursor(int k) const {
+    const int hw = g.out_h * g.out_w;
+    const int n = k / hw, rest = k - n * hw;
+    const int ho = rest / g.out_w;
+    return {k, n, ho, rest - ho * g.out_w};
+  }
+  __device__ void advance(Cursor& c, int step) const {
+    c.k += step;
+    c.wo += step;
+    while (c.wo >= g.out_w) {  // out_w >= the step on all but the smallest maps (4 x 4: twice per k tile of 8)
+      c.wo -= g.out_w;
+      if (++c.ho == g.out_h) {
+        c.ho = 0;
+        ++c.n;
+      }
+    }
+  }
+  __device__ uint32_t load(const Outer& o, const Cursor& c) const {
+    const int h0 = c.ho * g.stride_h - g.pad_top, w0 = c.wo * g.stride_w - g.pad_left;
+    const bool in = c.k < pixels && inside(h0 + o.dh, g.in_h) && inside(w0 + o.dw, g.in_w);
+    return in ? __float_as_uint(__ldg(x + ((c.n * g.in_h + h0) * g.in_w + w0) * g.in_c + o.offset)) : 0u;
+  }
 };
 
-// Input-gradient A: rows are input pixels (n, hi, wi), k the (kh, kw, co) of the output pixels that read them:
-// dy[n, ho, wo, co] with ho * stride = hi + pad - kh * dilation; taps that land between strides or outside read +0.
+// Input-gradient A without stride phases (stride 1, or a dilated strided conv): rows are input pixels (n, hi, wi),
+// k the (kh, kw, co) of the output pixels that read them: dy[n, ho, wo, co] with ho * stride = hi + pad - kh *
+// dilation; taps that land between strides or outside read +0.
+struct OutTapCursor {
+  int k, co, kw, dh, dw;
+};
+
 struct DyGather {
   static constexpr bool kAlongK = true;
   const float* dy;
   Geometry g;
   int rows, k_size;
-  struct Outer { int base, h, w; bool valid; };
-  struct Inner { int dh, dw, co; bool valid; };
+  struct Outer { int base, h, w; };
+  using Cursor = OutTapCursor;
   __device__ Outer outer(int r) const {
+    if (r >= rows) return {0, kOutside, kOutside};
     const int hw = g.in_h * g.in_w;
     const int n = r / hw, rest = r - n * hw;
     const int hi = rest / g.in_w, wi = rest - hi * g.in_w;
-    return {n * g.out_h * g.out_w * g.out_c, hi + g.pad_top, wi + g.pad_left, r < rows};
+    return {n * g.out_h * g.out_w * g.out_c, hi + g.pad_top, wi + g.pad_left};
   }
-  __device__ Inner inner(int k) const {
+  __device__ Cursor cursor(int k) const {
     const int t = k / g.out_c, co = k - t * g.out_c;
     const int kh = t / g.filter_w, kw = t - kh * g.filter_w;
-    return {kh * g.dilation_h, kw * g.dilation_w, co, k < k_size};
+    return {k, co, kw, kh * g.dilation_h, kw * g.dilation_w};
   }
-  __device__ uint32_t load(const Outer& o, const Inner& i) const {
-    const int h = o.h - i.dh, w = o.w - i.dw;
-    if (!o.valid || !i.valid || h < 0 || w < 0) return 0u;
-    const int ho = h / g.stride_h, wo = w / g.stride_w;
-    if (ho * g.stride_h != h || wo * g.stride_w != w || ho >= g.out_h || wo >= g.out_w) return 0u;
-    return __float_as_uint(__ldg(dy + o.base + (ho * g.out_w + wo) * g.out_c + i.co));
+  __device__ void advance(Cursor& c, int step) const {
+    c.k += step;
+    c.co += step;
+    while (c.co >= g.out_c) {
+      c.co -= g.out_c;
+      c.dw += g.dilation_w;
+      if (++c.kw == g.filter_w) {
+        c.kw = 0;
+        c.dw = 0;
+        c.dh += g.dilation_h;
+      }
+    }
+  }
+  __device__ uint32_t load(const Outer& o, const Cursor& c) const {
+    int ho = o.h - c.dh, wo = o.w - c.dw;
+    if (c.k >= k_size || ho < 0 || wo < 0) return 0u;
+    if (g.stride_h != 1 || g.stride_w != 1) {  // dilated and strided: the one case that still divides
+      const int qh = ho / g.stride_h, qw = wo / g.stride_w;
+      if (qh * g.stride_h != ho || qw * g.stride_w != wo) return 0u;
+      ho = qh;
+      wo = qw;
+    }
+    if (ho >= g.out_h || wo >= g.out_w) return 0u;
+    return __float_as_uint(__ldg(dy + o.base + (ho * g.out_w + wo) * g.out_c + c.co));
   }
 };
 
-struct FilterTransposed {  // input-gradient B: element (n = ci, k = (kh, kw, co)) = w[kh, kw, ci, co]
+// Input-gradient B without stride phases: element (n = ci, k = (kh, kw, co)) = w[kh, kw, ci, co].
+struct FilterCursor {
+  int k, co, offset;  // offset of (kh, kw, 0, co)
+};
+
+struct FilterTransposed {
   static constexpr bool kAlongK = true;
   const float* w;
   int in_c, out_c, k_size;
   struct Outer { int offset; bool valid; };
-  struct Inner { int offset; bool valid; };
+  using Cursor = FilterCursor;
   __device__ Outer outer(int ci) const { return {ci * out_c, ci < in_c}; }
-  __device__ Inner inner(int k) const {
+  __device__ Cursor cursor(int k) const {
     const int t = k / out_c, co = k - t * out_c;
-    return {t * in_c * out_c + co, k < k_size};
+    return {k, co, t * in_c * out_c + co};
   }
-  __device__ uint32_t load(const Outer& o, const Inner& i) const {
-    return (o.valid && i.valid) ? __float_as_uint(__ldg(w + o.offset + i.offset)) : 0u;
+  __device__ void advance(Cursor& c, int step) const {
+    c.k += step;
+    c.co += step;
+    c.offset += step;
+    while (c.co >= out_c) {  // the next tap: skip the other in_c - 1 rows of out_c
+      c.co -= out_c;
+      c.offset += (in_c - 1) * out_c;
+    }
+  }
+  __device__ uint32_t load(const Outer& o, const Cursor& c) const {
+    return (o.valid && c.k < k_size) ? __float_as_uint(__ldg(w + o.offset + c.offset)) : 0u;
   }
 };
 
