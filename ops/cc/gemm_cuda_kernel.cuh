@@ -31,14 +31,25 @@ namespace amdnn {
 namespace gpu {
 namespace {
 
-// Tuning knobs, fixed at build time (ops/torch_build.py passes AMDNN_NVCC_FLAGS to nvcc; measured in docs/performance.md).
-#ifndef AMDNN_GPU_BK
-#define AMDNN_GPU_BK 8
-#endif
+// Tuning knobs, fixed at build time (ops/torch_build.py passes AMDNN_NVCC_FLAGS to nvcc; measured in docs/performance.md):
+// AMDNN_GPU_BK forces one k tile on every mode, AMDNN_GPU_MIN_BLOCKS asks the compiler for that many blocks per SM.
 #ifndef AMDNN_GPU_MIN_BLOCKS
 #define AMDNN_GPU_MIN_BLOCKS 1
 #endif
-constexpr int kBK = AMDNN_GPU_BK;  // k per staged tile
+
+// k per staged tile. The modes whose inner loop waits on shared-memory lookups or two planes per operand (am16,
+// lut, Mitchell) run best with 16: half the barriers and twice the independent work between them (H100: am16
+// 3.52x -> 3.39x of cuDNN, mit16 2.85x -> 2.62x); acc32 is the same either way and am32 (three planes) spills at 16,
+// as do the narrow tiles (bn 64: 128 threads, 16 staged elements each).
+template <Mode M>
+constexpr int tile_k(int bn) {
+#ifdef AMDNN_GPU_BK
+  return AMDNN_GPU_BK;
+#else
+  return bn == 128 && (M == Mode::kAm16 || M == Mode::kTable || M == Mode::kMit32 || M == Mode::kMit16) ? 16 : 8;
+#endif
+}
+constexpr int kSliceAlign = 16;  // split-K slices are whole tiles of every mode
 constexpr int kThreadTile = 8;  // each thread: 8 rows x 8 columns of C
 constexpr int kPad = 4;         // shared rows padded by 4 floats: conflict-free stores, 16-byte aligned reads
 
@@ -76,7 +87,7 @@ struct GemmParams {
 // (kThreads is a multiple of kBK) and its outer indices differ by kThreads / kBK: kOuters outer infos and one cursor.
 // Read along outer, its outer index is the same (kThreads is a multiple of BO) and its k differ by kStep: one outer
 // info and one cursor, stepped from element to element.
-template <int BO, int kThreads, class Loader>
+template <int BO, int kThreads, int kBK, class Loader>
 struct Stage {
   static constexpr int kCount = BO * kBK / kThreads;
   static constexpr int kOuters = Loader::kAlongK ? kCount : 1;
@@ -127,7 +138,8 @@ struct Stage {
       Fast<M>::decode(in[e], left, w);
       raw[at] = in[e];
 #pragma unroll
-      for (int q = 0; q < Fast<M>::kPlanes; ++q) planes[q * kBK * kLd + at] = w[q];
+      if constexpr (!Fast<M>::kRawIsPlane)
+        for (int q = 0; q < Fast<M>::kPlanes; ++q) planes[q * kBK * kLd + at] = w[q];
       outside |= !Fast<M>::exact(in[e]);
     }
     return outside;
@@ -149,6 +161,12 @@ __device__ __forceinline__ void read_fragment(const uint32_t* row, int t, uint32
   out[4] = hi.x; out[5] = hi.y; out[6] = hi.z; out[7] = hi.w;
 }
 
+// Words of one shared buffer: raw A and B tiles, then the decoded planes (none where the raw bits are the plane).
+template <Mode M>
+constexpr int buffer_words(int bm, int bn) {
+  return (1 + (Fast<M>::kRawIsPlane ? 0 : Fast<M>::kPlanes)) * tile_k<M>(bn) * ((bm + kPad) + (bn + kPad));
+}
+
 // Software pipeline, one barrier per k tile: shared memory holds two buffers. While the block computes tile t from
 // buffer t % 2, each thread decodes tile t + 1 (loaded into registers during tile t - 1) into the other buffer and
 // issues the global loads of tile t + 2; the barrier that closes tile t also ORs the threads' range checks of
@@ -158,11 +176,12 @@ __global__ void __launch_bounds__((BM / kThreadTile) * (BN / kThreadTile), AMDNN
     gemm_kernel(const GemmParams<LoadA, LoadB, Rows> p) {
   using F = Fast<M>;
   constexpr int kThreads = (BM / kThreadTile) * (BN / kThreadTile);
+  constexpr int kBK = tile_k<M>(BN);
   constexpr int kP = F::kPlanes;
   constexpr int kLdA = BM + kPad, kLdB = BN + kPad;
-  constexpr int kBufferWords = (1 + kP) * kBK * (kLdA + kLdB);
-  using StageA = Stage<BM, kThreads, LoadA>;
-  using StageB = Stage<BN, kThreads, LoadB>;
+  constexpr int kBufferWords = buffer_words<M>(BM, BN);
+  using StageA = Stage<BM, kThreads, kBK, LoadA>;
+  using StageB = Stage<BN, kThreads, kBK, LoadB>;
 
   extern __shared__ __align__(16) unsigned char smem[];
   // two buffers of [raw A][raw B][A planes][B planes], then the table
@@ -170,8 +189,8 @@ __global__ void __launch_bounds__((BM / kThreadTile) * (BN / kThreadTile), AMDNN
   char* table = reinterpret_cast<char*>(buffers + 2 * kBufferWords);
   auto raw_a = [&](int s) { return buffers + s * kBufferWords; };
   auto raw_b = [&](int s) { return raw_a(s) + kBK * kLdA; };
-  auto dec_a = [&](int s) { return raw_b(s) + kBK * kLdB; };
-  auto dec_b = [&](int s) { return dec_a(s) + kP * kBK * kLdA; };
+  auto dec_a = [&](int s) { return F::kRawIsPlane ? raw_a(s) : raw_b(s) + kBK * kLdB; };
+  auto dec_b = [&](int s) { return F::kRawIsPlane ? raw_b(s) : dec_a(s) + kP * kBK * kLdA; };
 
   const int tid = threadIdx.x;
   const int tx = tid % (BN / kThreadTile), ty = tid / (BN / kThreadTile);
@@ -301,10 +320,12 @@ __global__ void sum_splits(const float* partial, int splits, long long stride, i
 
 // ------------------------------------------------------------------------------------------------ launching
 
-// How K is cut: a function of the shapes only, so the bits never depend on the GPU. Enough blocks to fill a large
-// GPU (256 ~ 2 per SM of an H100), and slices of at least 512 k.
-constexpr int kTargetBlocks = 256;
-constexpr int kMinSliceK = 512;
+// How K is cut: a function of the shapes only, so the bits never depend on the GPU. A block per SM runs at a time, so
+// a grid of about 2 waves leaves a half-empty last wave: 512 blocks (~4 waves of an H100's 132 SMs) keep the tail
+// under a quarter; slices of at least 256 k (32 k tiles) keep the split's extra pass small (ResNet-18's 21 GEMMs
+// of a training step at batch 128: 86 % of the H100's block slots busy with 256 and 512, 94 % with 512 and 256).
+constexpr int kTargetBlocks = 512;
+constexpr int kMinSliceK = 256;
 
 struct Split {
   int splits = 1;
@@ -318,7 +339,7 @@ Split split_for(int64_t m, int64_t n, int64_t k) {
   if (tiles < kTargetBlocks / 2 && k > kMinSliceK)
     splits = std::min((kTargetBlocks + tiles - 1) / tiles, (k + kMinSliceK - 1) / kMinSliceK);
   int64_t per = (k + splits - 1) / splits;
-  per = std::max<int64_t>(kBK, (per + kBK - 1) / kBK * kBK);
+  per = std::max<int64_t>(kSliceAlign, (per + kSliceAlign - 1) / kSliceAlign * kSliceAlign);
   Split s;
   s.k_per_split = static_cast<int>(per);
   s.splits = static_cast<int>(std::max<int64_t>(1, (k + per - 1) / per));
@@ -348,9 +369,7 @@ template <Mode M, int BM, int BN, class LoadA, class LoadB, class Rows>
 LaunchStatus launch_mode(const GemmParams<LoadA, LoadB, Rows>& base, int64_t m, int64_t n, int64_t k, float* c,
                          void* workspace, cudaStream_t stream) {
   constexpr int kThreads = (BM / kThreadTile) * (BN / kThreadTile);
-  constexpr int kP = Fast<M>::kPlanes;
-  // two buffers of raw and decoded A and B tiles, and the table
-  const size_t smem = static_cast<size_t>(2 * (1 + kP)) * kBK * ((BM + kPad) + (BN + kPad)) * 4 + table_bytes<M>();
+  const size_t smem = static_cast<size_t>(2 * buffer_words<M>(BM, BN)) * 4 + table_bytes<M>();  // two buffers, the table
   static std::once_flag configured;
   static cudaError_t configure_status = cudaSuccess;
   std::call_once(configured, [&] {
