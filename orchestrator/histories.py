@@ -1,7 +1,7 @@
 """Per-epoch curves read back from MLflow: the metrics every cell logs at each epoch end (orchestrator.trainer).
 
-    epoch_history(history)              [{"epoch", "test_accuracy", "loss"}, ...] of one run, in epoch order, from
-                                        its metric histories (metric_histories.read_histories)
+    epoch_history(history)              [(epoch, test accuracy, loss), ...] of one run, in epoch order, from its
+                                        metric histories (store_reads.read_histories)
     grid_curves(uri, rows)              {dataset: {model: {multiplier label: [(epoch, test acc, loss)]}}}, the
                                         seeds of one table cell averaged epoch by epoch
 
@@ -13,33 +13,34 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from operator import itemgetter
 from typing import Mapping, Sequence
 
-from .metric_histories import History, read_histories
 from .report import Row, grids
+from .store_reads import History, read_histories
 from .tracking_writer import EPOCH_KEY
 
-CURVE_KEYS = ("test_accuracy", "loss")
+CURVE_KEYS = ("test_accuracy", "loss")   # in the order of the curves' points after the epoch
 
 
-def epoch_history(history: Mapping[str, Sequence[tuple[int, float]]]) -> list[dict]:
-    """One run's per-epoch test accuracy and training loss, by the epoch metric of each step."""
+def epoch_history(history: Mapping[str, Sequence[tuple[int, float]]]) -> list[tuple[int, float, float]]:
+    """One run's (epoch, test accuracy, training loss) in epoch order, by the epoch metric of each step that logged
+    all three. Tuples, not dicts: 200,000 epochs of a 1000-cell grid cost 0.4 s as dicts, 0.15 s as tuples."""
     epochs = dict(history.get(EPOCH_KEY, ()))
-    values = [dict(history.get(key, ())) for key in CURVE_KEYS]
-    steps = sorted(set(epochs).intersection(*values))   # the steps that logged every key
-    out = [{"epoch": int(epochs[step]), **{key: v[step] for key, v in zip(CURVE_KEYS, values)}} for step in steps]
-    return sorted(out, key=lambda h: h["epoch"])
+    accuracy, loss = (dict(history.get(key, ())) for key in CURVE_KEYS)
+    steps = sorted(epochs.keys() & accuracy.keys() & loss.keys())
+    return sorted([(int(epochs[step]), accuracy[step], loss[step]) for step in steps], key=itemgetter(0))
 
 
-def mean_curve(histories: Sequence[list[dict]]) -> list[tuple[float, float, float]]:
+def mean_curve(histories: Sequence[list[tuple[int, float, float]]]) -> list[tuple[float, float, float]]:
     """(epoch, mean test accuracy, mean loss) over the runs, at each epoch every one of them has reached."""
     if not histories:
         return []
-    by_epoch = [{h["epoch"]: h for h in history} for history in histories]
+    by_epoch = [{point[0]: point for point in history} for history in histories]
     common = sorted(set.intersection(*(set(b) for b in by_epoch)))
     # fmean of a list: one fsum, without the generator's counting wrapper (0.2 s over 1000 seeds x 200 epochs)
-    return [(epoch, statistics.fmean([b[epoch]["test_accuracy"] for b in by_epoch]),
-             statistics.fmean([b[epoch]["loss"] for b in by_epoch])) for epoch in common]
+    return [(epoch, statistics.fmean([b[epoch][1] for b in by_epoch]), statistics.fmean([b[epoch][2] for b in by_epoch]))
+            for epoch in common]
 
 
 def grid_curves(uri: str, rows: Sequence[Row]) -> dict[str, dict[str, dict[str, list]]]:

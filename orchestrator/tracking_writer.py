@@ -98,7 +98,7 @@ def create_sqlite_store(db: Path) -> None:
 
 def has_columns(conn: sqlite3.Connection, tables: Mapping[str, set[str]]) -> bool:
     """Whether the store behind `conn` has every column of `tables` ({table: columns}): what the bulk paths (this
-    writer, metric_histories' reader) read or write as MLflow does; a store without them goes through MLflow's API."""
+    writer, store_reads' queries) read or write as MLflow does; a store without them goes through MLflow's API."""
     have = {table: {row[1] for row in conn.execute(f"PRAGMA table_info({table})")} for table in tables}
     return all(columns <= have[table] for table, columns in tables.items())
 
