@@ -10,22 +10,26 @@ Through MLflow's API both are slow at a grid's size. search_runs builds an ORM o
 one metric of one run per call, 20-25 ms each: the 3 curve keys of a 1000-cell grid took ~70 s of the report's 74.5 s
 (docs/tracking.md). So an SQLite store is read with a few plain queries on a read-only connection in one snapshot:
 SQLite's shared lock is all it takes, as MLflow's own readers do, and its busy timeout waits out an importer's
-commit. The tables' columns are checked first (tracking_writer.has_columns, the check the bulk writer makes); a
-store without them, and a tracking server, go through MLflow's API (api_cell_runs, api_histories), which the tests
-compare with the queries on a real store.
+commit. The tables' columns are checked first (tracking_writer.has_columns, the check the bulk writer makes). A store
+without them, one that a killed writer left a journal in (a read-only connection cannot roll it back; MLflow's does),
+and a tracking server are read through MLflow's API (api_cell_runs, api_histories), which the tests compare with the
+queries on a real store.
 """
 from __future__ import annotations
 
 import contextlib
+import logging
 import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence, TypeVar
 
 from . import paths
 from .tracking_writer import TAG_CELL, has_columns
 
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 History = dict[str, list[tuple[int, float]]]   # key -> [(step, value), ...]
 NAN = float("nan")     # MLflow keeps a NaN as value 0 with is_nan set, and returns it as NaN
 MAX_RUNS = 50_000      # runs read per experiment, as the search_runs calls they replace asked for
@@ -114,12 +118,21 @@ def _sqlite_histories(conn: sqlite3.Connection, run_ids: Sequence[str], keys: Se
 
 
 # -- the readers ----------------------------------------------------------------------------------------------------
+def _read(uri: str, from_sql: Callable[[sqlite3.Connection], T], from_api: Callable[[], T]) -> T:
+    try:
+        with _snapshot(uri) as conn:
+            if conn is not None:
+                return from_sql(conn)
+    except sqlite3.OperationalError as error:
+        # A writer killed mid-commit leaves a hot journal that only a read-write connection may roll back ("attempt
+        # to write a readonly database" here): MLflow's connection does, so the read goes through it.
+        log.info("store %s not readable read-only (%s): reading through MLflow's API", uri, error)
+    return from_api()
+
+
 def cell_runs(uri: str, experiment: str) -> list[CellRun]:
     """The active runs of `experiment` with a cell identity tag, newest first (MLflow's order)."""
-    with _snapshot(uri) as conn:
-        if conn is not None:
-            return _sqlite_cell_runs(conn, experiment)
-    return api_cell_runs(uri, experiment)
+    return _read(uri, lambda conn: _sqlite_cell_runs(conn, experiment), lambda: api_cell_runs(uri, experiment))
 
 
 def read_histories(uri: str, run_ids: Sequence[str], keys: Sequence[str]) -> dict[str, History]:
@@ -127,10 +140,7 @@ def read_histories(uri: str, run_ids: Sequence[str], keys: Sequence[str]) -> dic
     run_ids = list(dict.fromkeys(run_ids))
     if not run_ids:
         return {}
-    with _snapshot(uri) as conn:
-        if conn is not None:
-            return _sqlite_histories(conn, run_ids, keys)
-    return api_histories(uri, run_ids, keys)
+    return _read(uri, lambda conn: _sqlite_histories(conn, run_ids, keys), lambda: api_histories(uri, run_ids, keys))
 
 
 # -- MLflow's API (any store) ---------------------------------------------------------------------------------------

@@ -157,3 +157,39 @@ def test_status_progress_is_the_same_through_either_path(store, monkeypatch):
     assert fast["e" * 64] == {"epoch": None, "test_accuracy": None, "run_id": runs["E"], "run_status": "RUNNING"}
     monkeypatch.setattr(store_reads, "cell_runs", api_cell_runs)
     assert status.progress(records) == fast
+
+
+def test_a_journal_left_by_a_killed_writer_is_read_through_the_api(tmp_path):
+    """A read-only connection cannot roll back a hot journal; MLflow's can, and the values read are the committed."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from mlflow.entities import Metric
+    from mlflow.tracking import MlflowClient
+
+    db = tmp_path / "mlflow.db"
+    uri = f"sqlite:///{db}"
+    client = MlflowClient(uri)
+    run = client.create_run(client.create_experiment("amdnn"), tags={TAG_CELL: "a" * 64}).info.run_id
+    for start in range(0, 3000, 1000):  # enough pages for the writer below to spill changes into the file
+        client.log_batch(run, metrics=[Metric("loss", step / 3000, T0, step) for step in range(start, start + 1000)])
+    writer = subprocess.Popen([sys.executable, "-c", f"""
+import sqlite3, time
+conn = sqlite3.connect({str(db)!r}, isolation_level=None)
+conn.execute("PRAGMA cache_size = 2")  # pages: the update spills into the database file before any commit
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("UPDATE metrics SET value = value + 1")
+print("updated", flush=True)
+time.sleep(60)
+"""], stdout=subprocess.PIPE, text=True)
+    assert writer.stdout.readline().strip() == "updated"
+    os.kill(writer.pid, signal.SIGKILL)
+    writer.wait()
+    assert (tmp_path / "mlflow.db-journal").exists()
+    with pytest.raises(sqlite3.OperationalError):
+        with store_reads._snapshot(uri) as conn:
+            conn.execute("SELECT count(*) FROM metrics").fetchone()
+    assert read_histories(uri, [run], ["loss"]) == {run: {"loss": [(step, step / 3000) for step in range(3000)]}}
+    assert [r.run_id for r in cell_runs(uri, "amdnn")] == [run]
