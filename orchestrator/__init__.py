@@ -17,6 +17,7 @@ environment before TensorFlow, MLflow or Hydra are imported. Import the parts di
     orchestrator.summary_run  the experiment's "report" run in MLflow that carries those files
     orchestrator.figures      the report's figures (matplotlib): heatmap, learning curves
     orchestrator.histories    per-epoch curves read back from MLflow
+    orchestrator.store_reads  a grid's cell runs and metric histories read at once (SQL on SQLite, else MLflow's API)
     orchestrator.cell_artifacts  what a cell logs beside its metrics: multiplier map, layer profile, curves
     orchestrator.launching    what launch.py does with one composed config
     orchestrator.callbacks    Hydra callbacks: validate a sweep before it runs, write its report at the end

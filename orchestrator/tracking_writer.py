@@ -96,6 +96,13 @@ def create_sqlite_store(db: Path) -> None:
         ready.touch()
 
 
+def has_columns(conn: sqlite3.Connection, tables: Mapping[str, set[str]]) -> bool:
+    """Whether the store behind `conn` has every column of `tables` ({table: columns}): what the bulk paths (this
+    writer, store_reads' queries) read or write as MLflow does; a store without them goes through MLflow's API."""
+    have = {table: {row[1] for row in conn.execute(f"PRAGMA table_info({table})")} for table in tables}
+    return all(columns <= have[table] for table, columns in tables.items())
+
+
 def sanitized(value: float) -> tuple[float, int]:
     """A metric value as MLflow's SQL store keeps it: (value, is_nan)."""
     if math.isnan(value):
@@ -143,8 +150,7 @@ class StoreWriter:
                 if not self.db.with_name(self.db.name + ".ready").exists():
                     self.client()  # creates the store; a store that exists needs no MLflow (2-5 s to import) for this
                 conn = sqlite3.connect(str(self.db), timeout=30, isolation_level=None)
-                have = {table: {row[1] for row in conn.execute(f"PRAGMA table_info({table})")} for table in BULK_COLUMNS}
-                if all(columns <= have[table] for table, columns in BULK_COLUMNS.items()):
+                if has_columns(conn, BULK_COLUMNS):
                     self._sql, self._bulk = conn, True
                 else:
                     conn.close()

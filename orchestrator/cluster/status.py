@@ -116,9 +116,8 @@ def why(record: dict, state: str, job_state: str, reason: tp.Optional[str]) -> s
 
 
 def progress(records: tp.Iterable[dict]) -> tp.Dict[str, dict]:
-    """{identity: {"epoch", "test_accuracy", "run_id", "run_status"}} from MLflow, one query per store/experiment."""
-    from mlflow.tracking import MlflowClient  # pylint: disable=import-outside-toplevel
-
+    """{identity: {"epoch", "test_accuracy", "run_id", "run_status"}} from MLflow, one read per store/experiment."""
+    from ..store_reads import cell_runs  # pylint: disable=import-outside-toplevel
     from ..tracking import TAG_CELL  # pylint: disable=import-outside-toplevel
 
     groups: tp.Dict[tp.Tuple[str, str], tp.Set[str]] = defaultdict(set)
@@ -127,19 +126,15 @@ def progress(records: tp.Iterable[dict]) -> tp.Dict[str, dict]:
     out: tp.Dict[str, dict] = {}
     for (uri, experiment), identities in groups.items():
         try:
-            client = MlflowClient(uri)
-            exp = client.get_experiment_by_name(experiment)
-            runs = [] if exp is None else client.search_runs([exp.experiment_id], f"tags.`{TAG_CELL}` != ''",
-                                                              max_results=50000)
+            runs = cell_runs(uri, experiment)
         except Exception as e:  # noqa: BLE001 - the table is still useful without progress
             print(f"[amdnn] cannot read MLflow at {uri} ({type(e).__name__}: {e}); progress not shown", file=sys.stderr)
             continue
         for run in runs:
-            identity = run.data.tags.get(TAG_CELL)
+            identity = run.tags.get(TAG_CELL)
             if identity in identities and identity not in out:
-                out[identity] = {"epoch": run.data.metrics.get("epoch"),
-                                 "test_accuracy": run.data.metrics.get("test_accuracy"),
-                                 "run_id": run.info.run_id, "run_status": run.info.status}
+                out[identity] = {"epoch": run.metrics.get("epoch"), "test_accuracy": run.metrics.get("test_accuracy"),
+                                 "run_id": run.run_id, "run_status": run.status}
     return out
 
 
