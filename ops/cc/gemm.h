@@ -58,12 +58,11 @@ struct GemmOperand {
   const float* values;
 };
 
-// A multiplier ready for the kernels: the mode and, for table modes, the canonical 128 x 128 table. The kernels
-// that gather table bytes read 4 bytes from 2 before an entry to 1 after it: mode and tail keep those reads inside.
+// A multiplier ready for the kernels: the mode and, for table modes (and am16, which the AVX-512 kernels look up
+// like a table), the canonical 128 x 128 table.
 struct Multiplier {
   Mode mode = Mode::kAcc32;
   std::array<uint8_t, kTableSize> table7{};
-  std::array<uint8_t, 4> tail{};
 };
 
 // Runs work(begin, end) over [0, num_tasks) on a thread pool; cost_per_task in cycles guides the sharding.

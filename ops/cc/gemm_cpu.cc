@@ -177,10 +177,10 @@ template <Mode M>
 constexpr bool kFastKernel = kForm<M> != Form::kNone;
 template <Mode M>
 constexpr bool kUsesPart1 = kForm<M> == Form::kMbmFormula || kForm<M> == Form::kMbmBytes ||
-                            kForm<M> == Form::kTablePermute || kForm<M> == Form::kTableGather;
+                            kForm<M> == Form::kTablePermute || kForm<M> == Form::kTableDwords;
 template <Mode M>
 constexpr bool kNeedsZeroMask = kForm<M> == Form::kAddBits || kForm<M> == Form::kMbmFormula ||
-                             kForm<M> == Form::kMbmBytes || kForm<M> == Form::kTableGather;
+                             kForm<M> == Form::kMbmBytes;
 template <Mode M>
 constexpr bool kUsesPart2 = kNeedsZeroMask<M> && !cpu_layer::kMaskRegisters;
 template <Mode M>
@@ -188,8 +188,9 @@ constexpr bool kMasked = kNeedsZeroMask<M> && cpu_layer::kMaskRegisters;
 template <Mode M>
 constexpr bool kTableLookup = kForm<M> == Form::kTablePermute;
 
+// lane: the right operand's lane in its register tile (j mod NR), which kTableDwords's control word depends on.
 template <Mode M, bool kLeft>
-inline Decoded decode(uint32_t u) {
+inline Decoded decode(uint32_t u, int64_t lane) {
   constexpr Form F = kForm<M>;
   const bool nonzero = (u & kExpMask) != 0u;
   // part2 where there are no mask registers: the left operand's FMA scale (1.0f or 0.0f), the right one's lane mask.
@@ -221,10 +222,13 @@ inline Decoded decode(uint32_t u) {
   // and T = 2^c (1 + M/128) the table entry: pb * T is pb's bits plus the entry c << 7 | M placed at bit 16, and
   // the multiplication by the power of two pa is exact in range, so an FMA adds exactly the product. The left
   // operand picks the table row (byte offset), the right one the byte within it (kTablePermute: in byte 2 of the
-  // lane, where vpermt2b reads it; kTableGather: as an offset).
+  // lane, where vpermt2b reads it; kTableDwords: cpu_layer::dwords_control).
   const uint32_t field = (u >> 16) & 0x7Fu;
   if constexpr (kLeft) return {u & 0xFF800000u, field << kTableBits, 0u, nonzero};
-  return {nonzero ? (u & 0xFF800000u) : 0u, F == Form::kTablePermute ? field << 16 : field, takes_part, nonzero};
+  if constexpr (F == Form::kTableDwords)
+    return {nonzero ? (u & 0xFF800000u) : 0u,
+            nonzero ? cpu_layer::dwords_control(field, lane) : cpu_layer::kDwordsZeroControl, takes_part, nonzero};
+  return {nonzero ? (u & 0xFF800000u) : 0u, field << 16, takes_part, nonzero};
 }
 
 // ---------------------------------------------------------------------------------------------- packing
@@ -283,7 +287,7 @@ void decode_a(Packed& p) {
   if constexpr (kUsesPart2<M>) p.a2.resize(size);
   if constexpr (kMasked<M>) p.a_mask.resize(size);
   for (size_t i = 0; i < size; ++i) {
-    const Decoded d = decode<M, true>(p.a0[i]);
+    const Decoded d = decode<M, true>(p.a0[i], 0);
     p.a0[i] = d.part0;
     if constexpr (kUsesPart1<M>) p.a1[i] = d.part1;
     if constexpr (kUsesPart2<M>) p.a2[i] = d.part2;
@@ -303,7 +307,7 @@ void decode_b(Packed& p) {
     uint32_t mask = 0;
     for (size_t j = 0; j < static_cast<size_t>(kNR); ++j) {
       const size_t at = row * kNR + j;
-      const Decoded d = decode<M, false>(p.b0[at]);
+      const Decoded d = decode<M, false>(p.b0[at], static_cast<int64_t>(j));
       p.b0[at] = d.part0;
       if constexpr (kUsesPart1<M>) p.b1[at] = d.part1;
       if constexpr (kUsesPart2<M>) p.b2[at] = d.part2;

@@ -20,7 +20,8 @@ enum class Form {
   kMbmFormula,    // am32 (and am16 where nothing cheaper exists): the MBM correction clamp on 32-bit fields
   kMbmBytes,      // am16: the correction is a 16-entry byte lookup (vpshufb) of the clamped S = Fa + Fb
   kTablePermute,  // am16, lut with AVX-512 VBMI: the left operand's 128-byte table row, permuted by Fb (vpermt2b)
-  kTableGather,   // lut without VBMI: each lane's table byte gathered (vpgatherdd) at Fa * 128 + Fb
+  kTableDwords,   // lut (and am16 with AVX-512) without VBMI: the row's 32 dwords permuted by Fb >> 2 (vpermt2d;
+                  // AVX2: vpermd per 8 dwords and two blend levels), then the byte Fb & 3 picked by vpshufb
 };
 
 // A decoded operand: up to three 32-bit parts and whether it takes part (rule 2 zeros do not).
@@ -72,6 +73,17 @@ constexpr uint32_t kBytesLeftFill = 0x80008080u;  // bytes 3, 1 and 0
 constexpr int8_t kBytesLow = 58, kBytesHigh = 66;
 // corr(t) by the low nibble of the clamped t + 2 (58 -> 10 ... 66 -> 2); unused nibbles 0.
 constexpr uint8_t kBytesCorrection[16] = {7, 6, 5, 0, 0, 0, 0, 0, 0, 0, 10, 10, 10, 10, 9, 8};
+
+// kTableDwords: the right operand's part1 is one control word for all the instructions. Byte 0 = 0x80 | Fb >> 2:
+// vpermt2d reads its low 5 bits (which of the row's 32 dwords holds the entry); AVX2's vpermd reads bits 0-2 (the
+// dword within 8) and the blends bits 3 and 4 (which 8, shifted up to bit 31 for vblendvps); vpshufb sees bit 7 and
+// writes 0. Byte 2 = the entry's byte within the 16-byte lane after the permute: 4 (j mod 4) + (Fb & 3) for lane
+// j, where vpshufb puts it (bit 16 up, as in the other table forms). Bytes 1 and 3 = 0x80: zeros. A rule 2 zero's
+// control is all 0x80: the entry is 0 (and its part0 too).
+constexpr uint32_t kDwordsZeroControl = 0x80808080u;
+inline uint32_t dwords_control(uint32_t field, int64_t lane) {
+  return 0x80008080u | (field >> 2) | ((4u * static_cast<uint32_t>(lane % 4) + (field & 3u)) << 16);
+}
 
 }  // namespace cpu_layer
 }  // namespace amdnn

@@ -41,7 +41,7 @@ std::string make_multiplier(Mode mode, const uint8_t* table, int64_t table_size,
   if (mode != Mode::kTable) {
     if (table_size != 0) return "only the table multiplier takes a table, got " +
                                 std::to_string(table_size) + " bytes; pass an empty uint8 tensor";
-    if (mode == Mode::kAm16) {  // the VBMI fast kernel looks am16 up like any table
+    if (mode == Mode::kAm16) {  // the AVX-512 fast kernels look am16 up like any table
       for (uint32_t fa = 0; fa < 128; ++fa)
         for (uint32_t fb = 0; fb < 128; ++fb) {
           const MantissaProduct p = mbm_mantissa(fa, fb, 7);
