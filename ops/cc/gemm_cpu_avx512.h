@@ -59,12 +59,6 @@ inline __m512 fast_product16(__m512i a0, __m512i b0, __m512i a1, __m512i b1) {
     const __mmask16 below_top = _mm512_cmplt_epi32_mask(y, set1(kMbm<M>.top));
     v = _mm512_maskz_max_epi32(below_top, v, set1(kMbmC1));
     return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_add_epi32(a0, b0), v));
-  } else if constexpr (F == Form::kMbmBytes) {
-    const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kBytesCorrection)));
-    __m512i index = _mm512_add_epi8(a1, b1);
-    index = _mm512_max_epu8(_mm512_min_epi8(index, _mm512_set1_epi8(kBytesHigh)), _mm512_set1_epi8(kBytesLow));
-    const __m512i correction = _mm512_shuffle_epi8(table, index);
-    return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_add_epi32(a0, b0), correction));
   } else {
     return _mm512_setzero_ps();  // the table forms: see table_term16
   }
@@ -76,7 +70,8 @@ inline __m512 fast_product16(__m512i a0, __m512i b0, __m512i a1, __m512i b1) {
 // kTableDwords (no byte permute without VBMI): the dword permute fetches the 4 entries around it, the in-lane byte
 // shuffle keeps the one wanted in byte 2 and zeros the rest, both driven by one control word (dwords_control): 4
 // instructions per 16 products. The vpgatherdd it replaces (16 loads) ran lut at 1.6-2.7 Gproducts/s on Zen 4,
-// this at 17.6 (single thread, 2026-11-24); am16 went from the byte formula's 7 instructions (10.9) to 17.4.
+// this at 17.6 (single thread, 2026-11-24); am16 went from a 7-instruction byte formula of its MBM correction
+// (10.9) to 17.4.
 // Lanes of rule 2 zeros (their b0 is 0 too) look nothing up, so they add 0 * pa.
 template <Form F>
 inline __m512 table_term16(__m512i b0, __m512i b1, __mmask64 permute_lanes, __m512i row_lo, __m512i row_hi) {
@@ -103,12 +98,15 @@ inline void round_to_half_in_place(uint32_t* values, size_t count) {
   for (; i < count; ++i) values[i] = bits_of(round_to_half(float_of(values[i])));
 }
 
+// The table forms here look the left operand's row up in registers; none expands the right operand's columns.
+inline void expand_columns(const uint32_t*, int64_t, const uint8_t*, uint8_t*) {}
+
 template <Mode M>
 void micro_fast(const MicroArgs& x) {
   constexpr Form F = kForm<M>;
   constexpr bool kTable = F == Form::kTablePermute || F == Form::kTableDwords;
-  constexpr bool kPart1 = F == Form::kMbmFormula || F == Form::kMbmBytes || kTable;
-  constexpr bool kMasked = F == Form::kAddBits || F == Form::kMbmFormula || F == Form::kMbmBytes;
+  constexpr bool kPart1 = F == Form::kMbmFormula || kTable;
+  constexpr bool kMasked = F == Form::kAddBits || F == Form::kMbmFormula;
   __m512 acc[kMR][2];
   for (int r = 0; r < kMR; ++r) {
     acc[r][0] = x.load_acc ? _mm512_loadu_ps(x.acc + r * x.ld_acc) : _mm512_setzero_ps();
