@@ -182,7 +182,7 @@ constexpr bool kUsesPart1 = kForm<M> == Form::kMbmFormula || kForm<M> == Form::k
 template <Mode M>
 constexpr bool kNeedsZeroMask = kForm<M> == Form::kAddBits || kForm<M> == Form::kMbmFormula;
 template <Mode M>
-constexpr bool kUsesPart2 = kNeedsZeroMask<M> && !cpu_layer::kMaskRegisters;
+constexpr bool kUsesPart2 = (kNeedsZeroMask<M> && !cpu_layer::kMaskRegisters) || kForm<M> == Form::kTableColumns;
 template <Mode M>
 constexpr bool kMasked = kNeedsZeroMask<M> && cpu_layer::kMaskRegisters;
 template <Mode M>
@@ -219,9 +219,12 @@ inline Decoded decode(uint32_t u, int64_t lane) {
   // operand picks the table row (byte offset), the right one the byte within it (kTablePermute: in byte 2 of the
   // lane, where vpermt2b reads it; kTableDwords: cpu_layer::dwords_control).
   const uint32_t field = (u >> 16) & 0x7Fu;
-  if constexpr (F == Form::kTableColumns) {  // the left operand's row in a k's columns, the right one's column
+  if constexpr (F == Form::kTableColumns) {
+    // The left operand's row in a k's expanded columns (its table row at 128 / NR times that); the right one's
+    // column (the zero column for a rule 2 zero) and, for blocks that permute rows, its control word.
     if constexpr (kLeft) return {u & 0xFF800000u, field * static_cast<uint32_t>(kNR), 0u, nonzero};
-    return {nonzero ? (u & 0xFF800000u) : 0u, nonzero ? field : 128u, takes_part, nonzero};
+    return {nonzero ? (u & 0xFF800000u) : 0u, nonzero ? field : 128u,
+            nonzero ? cpu_layer::dwords_control(field, lane) : cpu_layer::kDwordsZeroControl, nonzero};
   }
   if constexpr (kLeft) return {u & 0xFF800000u, field << kTableBits, 0u, nonzero};
   if constexpr (F == Form::kTableDwords)
@@ -418,7 +421,7 @@ int64_t run_block(const GemmProblem& g, int64_t m0, int64_t n0, Packed& p) {
         for (int64_t r = 0; r < rows; ++r)
           for (int64_t j = 0; j < cols; ++j) *g.at(i0 + r, j0 + j) = tile[r * kNR + j];
     };
-    if (kExpandsColumns<M> && fast) {
+    if (kExpandsColumns<M> && fast && mc >= cpu_layer::kColumnsMinRows) {
       // One B panel's expanded columns (kc x 128 x NR bytes: 256 KB for kc = 128, NR = 16) stay in L2 while every
       // A panel of the block runs against them: B panels outer, built once each.
       p.b_columns.resize(static_cast<size_t>(kc * 128 * kNR));

@@ -32,8 +32,9 @@ inline __m256i set1(uint32_t v) { return _mm256_set1_epi32(static_cast<int>(v));
 inline __m256i as_int(__m256 v) { return _mm256_castps_si256(v); }
 inline __m256 as_float(__m256i v) { return _mm256_castsi256_ps(v); }
 
-// acc plus the product of the broadcast left operand (a0..a2) and 8 lanes of the right one (b0..b2).
-template <Mode M>
+// acc plus the product of the broadcast left operand (a0..a2) and 8 lanes of the right one (b0..b2). kExpanded:
+// kTableColumns with the B panel's columns expanded (else its rows permuted).
+template <Mode M, bool kExpanded>
 inline __m256 multiply_add8(__m256 acc, __m256i a0, __m256i a1, __m256 a2, __m256i b0, __m256i b1, __m256i b2,
                             const uint8_t* row) {
   constexpr Form F = kForm<M>;
@@ -58,16 +59,30 @@ inline __m256 multiply_add8(__m256 acc, __m256i a0, __m256i a1, __m256 a2, __m25
     v = _mm256_and_si256(v, _mm256_cmpgt_epi32(set1(kMbm<M>.top), y));
     const __m256i p = _mm256_and_si256(_mm256_add_epi32(_mm256_add_epi32(a0, b0), v), b2);
     return _mm256_fmadd_ps(as_float(p), a2, acc);
-  } else {
+  } else if constexpr (kExpanded) {
     // Tables: pa * (pb * T), pa = +-2^(Ea-127) (+-0 for a rule 2 zero), pb * T = pb's bits plus the entry at bit 16
     // (see decode in gemm_cpu.cc). row: the 16 entries of the left operand's Fa for this k's 16 lanes (the expanded
     // columns), loaded into both 128-bit halves; b1 (a constant) moves lane j's byte (j, or 8 + j for the upper 8
     // lanes) to byte 2 and zeros the others. 3 instructions per 8 products: 13.7 Gproducts/s on Zen 4 (256^3),
-    // against 2.7 by gathering the bytes (vpgatherdd) and 6.4 by permuting the row's dwords (vpermd per 32-byte
-    // quarter, two blend levels, vpshufb: 10 instructions); am16 ran at 9.8 by a 7-instruction byte formula of its
-    // MBM correction and takes its table this way too (13.6).
+    // against 2.7 by gathering the bytes (vpgatherdd) and 6.4 by permuting the row (below); am16 ran at 9.8 by a
+    // 7-instruction byte formula of its MBM correction and takes its table this way too (13.6).
     const __m256i entries = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row)));
     const __m256i pb_t = _mm256_add_epi32(b0, _mm256_shuffle_epi8(entries, b1));
+    return _mm256_fmadd_ps(as_float(a0), as_float(pb_t), acc);
+  } else {
+    // The same product from the left operand's 128-byte table row (blocks of few rows, see kColumnsMinRows): the
+    // dword holding the entry is one of 8 in each 32-byte quarter (vpermd by Fb >> 2), the quarter is chosen by Fb's
+    // bits 5 and 6 (two blend levels), and vpshufb keeps the entry's byte in byte 2, all by the control word b2
+    // (dwords_control). 10 instructions per 8 products.
+    const __m256i q0 = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row)), b2);
+    const __m256i q1 = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 32)), b2);
+    const __m256i q2 = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 64)), b2);
+    const __m256i q3 = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 96)), b2);
+    const __m256 bit5 = as_float(_mm256_slli_epi32(b2, 28)), bit6 = as_float(_mm256_slli_epi32(b2, 27));
+    const __m256 low = _mm256_blendv_ps(as_float(q0), as_float(q1), bit5);
+    const __m256 high = _mm256_blendv_ps(as_float(q2), as_float(q3), bit5);
+    const __m256i four = as_int(_mm256_blendv_ps(low, high, bit6));
+    const __m256i pb_t = _mm256_add_epi32(b0, _mm256_shuffle_epi8(four, b2));
     return _mm256_fmadd_ps(as_float(a0), as_float(pb_t), acc);
   }
 }
@@ -131,10 +146,10 @@ inline void expand_columns(const uint32_t* column, int64_t kc, const uint8_t* co
   }
 }
 
-template <Mode M>
-void micro_fast(const MicroArgs& x) {
+template <Mode M, bool kExpanded>
+void micro_loop(const MicroArgs& x) {
   constexpr Form F = kForm<M>;
-  constexpr bool kPart2 = F == Form::kAddBits || F == Form::kMbmFormula;
+  constexpr bool kPart2 = F == Form::kAddBits || F == Form::kMbmFormula || (F == Form::kTableColumns && !kExpanded);
   __m256 acc[kMR][2];
   for (int r = 0; r < kMR; ++r) {
     acc[r][0] = x.load_acc ? _mm256_loadu_ps(x.acc + r * x.ld_acc) : _mm256_setzero_ps();
@@ -147,7 +162,7 @@ void micro_fast(const MicroArgs& x) {
     const __m256i b0_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0));
     const __m256i b0_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 8));
     __m256i b1_lo = zero, b1_hi = zero, b2_lo = zero, b2_hi = zero;
-    if constexpr (F == Form::kTableColumns) {
+    if constexpr (kExpanded) {
       b1_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kColumnLanes));
       b1_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kColumnLanes + 8));
     } else if constexpr (F == Form::kMbmFormula) {
@@ -163,16 +178,28 @@ void micro_fast(const MicroArgs& x) {
       const int64_t at = r * kc + k;
       const __m256i a0 = set1(x.a0[at]);
       const __m256i a1 = F == Form::kMbmFormula ? set1(x.a1[at]) : zero;
-      const __m256 a2 = kPart2 ? _mm256_broadcast_ss(reinterpret_cast<const float*>(x.a2 + at)) : _mm256_setzero_ps();
-      const uint8_t* row = F == Form::kTableColumns ? x.b_columns + k * 128 * kNR + x.a1[at] : nullptr;
-      acc[r][0] = multiply_add8<M>(acc[r][0], a0, a1, a2, b0_lo, b1_lo, b2_lo, row);
-      acc[r][1] = multiply_add8<M>(acc[r][1], a0, a1, a2, b0_hi, b1_hi, b2_hi, row);
+      const __m256 a2 = kPart2 && F != Form::kTableColumns
+                            ? _mm256_broadcast_ss(reinterpret_cast<const float*>(x.a2 + at))
+                            : _mm256_setzero_ps();
+      const uint8_t* row = kExpanded                  ? x.b_columns + k * 128 * kNR + x.a1[at]
+                           : F == Form::kTableColumns ? x.table7 + x.a1[at] * (128 / kNR)
+                                                      : nullptr;
+      acc[r][0] = multiply_add8<M, kExpanded>(acc[r][0], a0, a1, a2, b0_lo, b1_lo, b2_lo, row);
+      acc[r][1] = multiply_add8<M, kExpanded>(acc[r][1], a0, a1, a2, b0_hi, b1_hi, b2_hi, row);
     }
   }
   for (int r = 0; r < kMR; ++r) {
     _mm256_storeu_ps(x.acc + r * x.ld_acc, acc[r][0]);
     _mm256_storeu_ps(x.acc + r * x.ld_acc + 8, acc[r][1]);
   }
+}
+
+template <Mode M>
+void micro_fast(const MicroArgs& x) {
+  if constexpr (kForm<M> == Form::kTableColumns) {
+    if (x.b_columns != nullptr) return micro_loop<M, true>(x);
+  }
+  micro_loop<M, false>(x);
 }
 
 }  // namespace cpu_layer

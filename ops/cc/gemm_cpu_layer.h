@@ -22,7 +22,8 @@ enum class Form {
   kTableDwords,   // am16, lut with AVX-512 without VBMI: the row's 32 dwords permuted by Fb >> 2 (vpermt2d), then
                   // the byte Fb & 3 of each picked by vpshufb
   kTableColumns,  // am16, lut with AVX2: the right operand's table columns expanded per B panel, so that the left
-                  // operand's Fa selects NR contiguous entries (one load, a vpshufb per 8 lanes)
+                  // operand's Fa selects NR contiguous entries (one load, a vpshufb per 8 lanes); in blocks of
+                  // fewer than kColumnsMinRows rows the left operand's row permuted in dwords as kTableDwords
 };
 
 // A decoded operand: up to three 32-bit parts and whether it takes part (rule 2 zeros do not).
@@ -64,12 +65,20 @@ constexpr MbmConstants kMbm = M == Mode::kAm32
                                   : MbmConstants{0xFFFF0000u, 0x10000u, 0x7F0000u, 0xFFFF0000u, 0x750000u, 0x860000u};
 constexpr uint32_t kMbmC0 = 0xA0000u, kMbmC1 = 0x50000u;
 
-// kTableDwords: the right operand's part1 is one control word for both instructions. Byte 0 = 0x80 | Fb >> 2:
-// vpermt2d reads its low 5 bits (which of the row's 32 dwords holds the entry), vpshufb sees bit 7 and writes 0.
+// kTableDwords: the right operand's part1 is one control word for all the instructions (kTableColumns: part2).
+// Byte 0 = 0x80 | Fb >> 2: vpermt2d reads its low 5 bits (which of the row's 32 dwords holds the entry), AVX2's
+// vpermd bits 0-2 (the dword within a 32-byte quarter) and its blends bits 3 and 4 (the quarter, shifted up to bit
+// 31); vpshufb sees bit 7 and writes 0.
 // Byte 2 = the entry's byte within the 16-byte lane after the permute: 4 (j mod 4) + (Fb & 3) for lane j, where
 // vpshufb puts it (bit 16 up, as in the other table forms). Bytes 1 and 3 = 0x80: zeros. A rule 2 zero's control
 // is all 0x80: the entry is 0 (and its part0 too).
 constexpr uint32_t kDwordsZeroControl = 0x80808080u;
+// kTableColumns: the expansion of a B panel (256 unpacks and 128 16-byte stores per k) pays off over the rows of
+// A that use it; below this many rows a block permutes the rows instead. Measured on Zen 4 (lut, N = 2304,
+// K = 512, one thread, Gproducts/s, expanded / permuted): 16 rows 3.3 / 4.8, 30 rows 5.4 / 5.9, 36 rows 6.0-6.3 /
+// 5.9, 48 rows 7.3 / 6.0, 64 rows 8.1 / 5.9. (The per-image input gradient of a 4 x 4 layer, 16 rows, had run am16
+// at 7.0x of oneDNN expanded, against 5.7x before the expansion.)
+constexpr int64_t kColumnsMinRows = 32;
 inline uint32_t dwords_control(uint32_t field, int64_t lane) {
   return 0x80008080u | (field >> 2) | ((4u * static_cast<uint32_t>(lane % 4) + (field & 3u)) << 16);
 }
