@@ -190,7 +190,7 @@ constexpr bool kTableLookup = kForm<M> == Form::kTablePermute;
 template <Mode M>
 constexpr bool kExpandsColumns = kForm<M> == Form::kTableColumns;
 
-// lane: the right operand's lane in its register tile (j mod NR), which kTableDwords's control word depends on.
+// lane: the right operand's lane in its register tile (j mod NR), on which the dword forms' control word depends.
 template <Mode M, bool kLeft>
 inline Decoded decode(uint32_t u, int64_t lane) {
   constexpr Form F = kForm<M>;
