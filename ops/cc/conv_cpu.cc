@@ -12,8 +12,8 @@ namespace {
 Multiplier transposed_table(const Multiplier& multiplier) {
   if (multiplier.mode != Mode::kTable) return multiplier;
   Multiplier swapped = multiplier;
-  for (int fa = 0; fa < 128; ++fa)
-    for (int fb = 0; fb < 128; ++fb) swapped.table7[(fa << 7) | fb] = multiplier.table7[(fb << 7) | fa];
+  std::copy(multiplier.columns7.begin(), multiplier.columns7.begin() + kTableSize, swapped.table7.begin());
+  std::copy(multiplier.table7.begin(), multiplier.table7.end(), swapped.columns7.begin());
   return swapped;
 }
 

@@ -58,12 +58,14 @@ struct GemmOperand {
   const float* values;
 };
 
-// A multiplier ready for the kernels: the mode and, for table modes, the canonical 128 x 128 table. The kernels
-// that gather table bytes read 4 bytes from 2 before an entry to 1 after it: mode and tail keep those reads inside.
+// A multiplier ready for the kernels: the mode and, for table modes (and am16, which the AVX-512 kernels look up
+// like a table), the canonical 128 x 128 table, and the same table by columns (columns7[Fb * 128 + Fa]) followed by
+// a row of 128 zeros: the AVX2 kernel expands the right operand's columns (see gemm_cpu_avx2.h), a rule 2 zero's
+// being that zero row.
 struct Multiplier {
   Mode mode = Mode::kAcc32;
   std::array<uint8_t, kTableSize> table7{};
-  std::array<uint8_t, 4> tail{};
+  std::array<uint8_t, kTableSize + 128> columns7{};
 };
 
 // Runs work(begin, end) over [0, num_tasks) on a thread pool; cost_per_task in cycles guides the sharding.

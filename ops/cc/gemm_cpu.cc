@@ -38,6 +38,7 @@ constexpr Form kForm = Form::kNone;
 template <Mode M>
 void micro_fast(const MicroArgs&) {}
 inline void round_to_half_in_place(uint32_t*, size_t) {}
+inline void expand_columns(const uint32_t*, int64_t, const uint8_t*, uint8_t*) {}
 }  // namespace cpu_layer
 }  // namespace amdnn
 #endif
@@ -176,20 +177,22 @@ constexpr Form kForm = cpu_layer::kForm<M>;
 template <Mode M>
 constexpr bool kFastKernel = kForm<M> != Form::kNone;
 template <Mode M>
-constexpr bool kUsesPart1 = kForm<M> == Form::kMbmFormula || kForm<M> == Form::kMbmBytes ||
-                            kForm<M> == Form::kTablePermute || kForm<M> == Form::kTableGather;
+constexpr bool kUsesPart1 = kForm<M> == Form::kMbmFormula || kForm<M> == Form::kTablePermute ||
+                            kForm<M> == Form::kTableDwords || kForm<M> == Form::kTableColumns;
 template <Mode M>
-constexpr bool kNeedsZeroMask = kForm<M> == Form::kAddBits || kForm<M> == Form::kMbmFormula ||
-                             kForm<M> == Form::kMbmBytes || kForm<M> == Form::kTableGather;
+constexpr bool kNeedsZeroMask = kForm<M> == Form::kAddBits || kForm<M> == Form::kMbmFormula;
 template <Mode M>
-constexpr bool kUsesPart2 = kNeedsZeroMask<M> && !cpu_layer::kMaskRegisters;
+constexpr bool kUsesPart2 = (kNeedsZeroMask<M> && !cpu_layer::kMaskRegisters) || kForm<M> == Form::kTableColumns;
 template <Mode M>
 constexpr bool kMasked = kNeedsZeroMask<M> && cpu_layer::kMaskRegisters;
 template <Mode M>
 constexpr bool kTableLookup = kForm<M> == Form::kTablePermute;
+template <Mode M>
+constexpr bool kExpandsColumns = kForm<M> == Form::kTableColumns;
 
+// lane: the right operand's lane in its register tile (j mod NR), on which the dword forms' control word depends.
 template <Mode M, bool kLeft>
-inline Decoded decode(uint32_t u) {
+inline Decoded decode(uint32_t u, int64_t lane) {
   constexpr Form F = kForm<M>;
   const bool nonzero = (u & kExpMask) != 0u;
   // part2 where there are no mask registers: the left operand's FMA scale (1.0f or 0.0f), the right one's lane mask.
@@ -210,21 +213,24 @@ inline Decoded decode(uint32_t u) {
     if constexpr (kLeft) return {nonzero ? kept - kOneBits : 0u, field - c.shift, takes_part, nonzero};
     return {kept, field, takes_part, nonzero};
   }
-  if constexpr (F == Form::kMbmBytes) {  // see cpu_layer::kBytesCorrection
-    const uint32_t kept = (u & 0xFFFF0000u) | 0x10000u, half_field = ((u >> 16) & 0x7Fu) >> 1;
-    if constexpr (kLeft)
-      return {nonzero ? kept - kOneBits : 0u, cpu_layer::kBytesLeftFill | ((half_field + 3u) << 16), takes_part,
-              nonzero};
-    return {kept, half_field << 16, takes_part, nonzero};
-  }
   // Tables (am16 and lut): the product is pa * (pb * T) with pa = +-2^(Ea-127) (0 for a rule 2 zero), pb likewise
   // and T = 2^c (1 + M/128) the table entry: pb * T is pb's bits plus the entry c << 7 | M placed at bit 16, and
   // the multiplication by the power of two pa is exact in range, so an FMA adds exactly the product. The left
   // operand picks the table row (byte offset), the right one the byte within it (kTablePermute: in byte 2 of the
-  // lane, where vpermt2b reads it; kTableGather: as an offset).
+  // lane, where vpermt2b reads it; kTableDwords: cpu_layer::dwords_control).
   const uint32_t field = (u >> 16) & 0x7Fu;
+  if constexpr (F == Form::kTableColumns) {
+    // The left operand's row in a k's expanded columns (its table row at 128 / NR times that); the right one's
+    // column (the zero column for a rule 2 zero) and, for blocks that permute rows, its control word.
+    if constexpr (kLeft) return {u & 0xFF800000u, field * static_cast<uint32_t>(kNR), 0u, nonzero};
+    return {nonzero ? (u & 0xFF800000u) : 0u, nonzero ? field : 128u,
+            nonzero ? cpu_layer::dwords_control(field, lane) : cpu_layer::kDwordsZeroControl, nonzero};
+  }
   if constexpr (kLeft) return {u & 0xFF800000u, field << kTableBits, 0u, nonzero};
-  return {nonzero ? (u & 0xFF800000u) : 0u, F == Form::kTablePermute ? field << 16 : field, takes_part, nonzero};
+  if constexpr (F == Form::kTableDwords)
+    return {nonzero ? (u & 0xFF800000u) : 0u,
+            nonzero ? cpu_layer::dwords_control(field, lane) : cpu_layer::kDwordsZeroControl, takes_part, nonzero};
+  return {nonzero ? (u & 0xFF800000u) : 0u, field << 16, takes_part, nonzero};
 }
 
 // ---------------------------------------------------------------------------------------------- packing
@@ -235,6 +241,7 @@ struct Packed {
   std::vector<uint32_t> a0, a1, a2, b0, b1, b2, b_mask, staging;
   std::vector<uint16_t> a_mask;
   std::vector<uint64_t> b_permute_mask;  // tables: per k and 16-lane half, byte 2 of each non-zero lane
+  std::vector<uint8_t> b_columns;        // kTableColumns: one B panel's expanded columns, [kc][128][NR]
 };
 
 // Packing copies the raw bits (im2col read on the fly; padding rows and columns +0.0, which take no part); a block
@@ -283,7 +290,7 @@ void decode_a(Packed& p) {
   if constexpr (kUsesPart2<M>) p.a2.resize(size);
   if constexpr (kMasked<M>) p.a_mask.resize(size);
   for (size_t i = 0; i < size; ++i) {
-    const Decoded d = decode<M, true>(p.a0[i]);
+    const Decoded d = decode<M, true>(p.a0[i], 0);
     p.a0[i] = d.part0;
     if constexpr (kUsesPart1<M>) p.a1[i] = d.part1;
     if constexpr (kUsesPart2<M>) p.a2[i] = d.part2;
@@ -303,7 +310,7 @@ void decode_b(Packed& p) {
     uint32_t mask = 0;
     for (size_t j = 0; j < static_cast<size_t>(kNR); ++j) {
       const size_t at = row * kNR + j;
-      const Decoded d = decode<M, false>(p.b0[at]);
+      const Decoded d = decode<M, false>(p.b0[at], static_cast<int64_t>(j));
       p.b0[at] = d.part0;
       if constexpr (kUsesPart1<M>) p.b1[at] = d.part1;
       if constexpr (kUsesPart2<M>) p.b2[at] = d.part2;
@@ -378,42 +385,54 @@ int64_t run_block(const GemmProblem& g, int64_t m0, int64_t n0, Packed& p) {
       }
     }
     if (!fast) generic_products += mc * nc * kc;
-    for (int64_t pa = 0; pa < a_panels; ++pa) {
-      for (int64_t pb = 0; pb < b_panels; ++pb) {
-        const int64_t i0 = m0 + pa * kMR, j0 = n0 + pb * kNR;
-        const int64_t rows = std::min(kMR, mc - pa * kMR), cols = std::min(kNR, nc - pb * kNR);
-        // The running sums continue across k blocks through C, so the order is that of one pass over k. Full tiles
-        // accumulate in C itself; edge tiles go through the tile buffer.
-        const bool direct = rows == kMR && cols == kNR;
-        if (!direct && k0 > 0) {
-          std::fill(tile, tile + kMR * kNR, 0.0f);
-          for (int64_t r = 0; r < rows; ++r)
-            for (int64_t j = 0; j < cols; ++j) tile[r * kNR + j] = *g.at(i0 + r, j0 + j);
-        }
-        const int64_t a_at = pa * kMR * kc, b_at = pb * kc * kNR;
-        const MicroArgs x{kc,
-                          p.a0.data() + a_at,
-                          fast && kUsesPart1<M> ? p.a1.data() + a_at : nullptr,
-                          fast && kUsesPart2<M> ? p.a2.data() + a_at : nullptr,
-                          fast && kMasked<M> ? p.a_mask.data() + a_at : nullptr,
-                          p.b0.data() + b_at,
-                          fast && kUsesPart1<M> ? p.b1.data() + b_at : nullptr,
-                          fast && kUsesPart2<M> ? p.b2.data() + b_at : nullptr,
-                          fast && kMasked<M> ? p.b_mask.data() + pb * kc : nullptr,
-                          fast && kTableLookup<M> ? p.b_permute_mask.data() + pb * kc * 2 : nullptr,
-                          direct ? g.c + i0 * g.ldc + j0 : tile,
-                          direct ? g.ldc : kNR,
-                          k0 > 0,
-                          g.multiplier->table7.data()};
-        if (fast) {
-          cpu_layer::micro_fast<M>(x);
-        } else {
-          micro_generic<M>(x);
-        }
-        if (!direct)
-          for (int64_t r = 0; r < rows; ++r)
-            for (int64_t j = 0; j < cols; ++j) *g.at(i0 + r, j0 + j) = tile[r * kNR + j];
+    auto run_tile = [&](int64_t pa, int64_t pb, const uint8_t* b_columns) {
+      const int64_t i0 = m0 + pa * kMR, j0 = n0 + pb * kNR;
+      const int64_t rows = std::min(kMR, mc - pa * kMR), cols = std::min(kNR, nc - pb * kNR);
+      // The running sums continue across k blocks through C, so the order is that of one pass over k. Full tiles
+      // accumulate in C itself; edge tiles go through the tile buffer.
+      const bool direct = rows == kMR && cols == kNR;
+      if (!direct && k0 > 0) {
+        std::fill(tile, tile + kMR * kNR, 0.0f);
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t j = 0; j < cols; ++j) tile[r * kNR + j] = *g.at(i0 + r, j0 + j);
       }
+      const int64_t a_at = pa * kMR * kc, b_at = pb * kc * kNR;
+      const MicroArgs x{kc,
+                        p.a0.data() + a_at,
+                        fast && kUsesPart1<M> ? p.a1.data() + a_at : nullptr,
+                        fast && kUsesPart2<M> ? p.a2.data() + a_at : nullptr,
+                        fast && kMasked<M> ? p.a_mask.data() + a_at : nullptr,
+                        p.b0.data() + b_at,
+                        fast && kUsesPart1<M> ? p.b1.data() + b_at : nullptr,
+                        fast && kUsesPart2<M> ? p.b2.data() + b_at : nullptr,
+                        fast && kMasked<M> ? p.b_mask.data() + pb * kc : nullptr,
+                        fast && kTableLookup<M> ? p.b_permute_mask.data() + pb * kc * 2 : nullptr,
+                        b_columns,
+                        direct ? g.c + i0 * g.ldc + j0 : tile,
+                        direct ? g.ldc : kNR,
+                        k0 > 0,
+                        g.multiplier->table7.data()};
+      if (fast) {
+        cpu_layer::micro_fast<M>(x);
+      } else {
+        micro_generic<M>(x);
+      }
+      if (!direct)
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t j = 0; j < cols; ++j) *g.at(i0 + r, j0 + j) = tile[r * kNR + j];
+    };
+    if (kExpandsColumns<M> && fast && mc >= cpu_layer::kColumnsMinRows) {
+      // One B panel's expanded columns (kc x 128 x NR bytes: 256 KB for kc = 128, NR = 16) stay in L2 while every
+      // A panel of the block runs against them: B panels outer, built once each.
+      p.b_columns.resize(static_cast<size_t>(kc * 128 * kNR));
+      for (int64_t pb = 0; pb < b_panels; ++pb) {
+        cpu_layer::expand_columns(p.b1.data() + pb * kc * kNR, kc, g.multiplier->columns7.data(),
+                                  p.b_columns.data());
+        for (int64_t pa = 0; pa < a_panels; ++pa) run_tile(pa, pb, p.b_columns.data());
+      }
+    } else {
+      for (int64_t pa = 0; pa < a_panels; ++pa)
+        for (int64_t pb = 0; pb < b_panels; ++pb) run_tile(pa, pb, nullptr);
     }
   }
   return generic_products;

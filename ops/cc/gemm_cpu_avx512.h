@@ -32,8 +32,7 @@ constexpr Form kForm = M == Mode::kAcc32 || M == Mode::kAcc16 || M == Mode::kFp1
                        : M == Mode::kMit32 || M == Mode::kMit16                  ? Form::kAddBits
                        : M == Mode::kAm32                                        ? Form::kMbmFormula
                        : kPermuteBytes                                           ? Form::kTablePermute
-                       : M == Mode::kAm16                                        ? Form::kMbmBytes
-                                                                                 : Form::kTableGather;
+                                                                                 : Form::kTableDwords;
 
 inline __m512i set1(uint32_t v) { return _mm512_set1_epi32(static_cast<int>(v)); }
 
@@ -60,33 +59,30 @@ inline __m512 fast_product16(__m512i a0, __m512i b0, __m512i a1, __m512i b1) {
     const __mmask16 below_top = _mm512_cmplt_epi32_mask(y, set1(kMbm<M>.top));
     v = _mm512_maskz_max_epi32(below_top, v, set1(kMbmC1));
     return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_add_epi32(a0, b0), v));
-  } else if constexpr (F == Form::kMbmBytes) {
-    const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kBytesCorrection)));
-    __m512i index = _mm512_add_epi8(a1, b1);
-    index = _mm512_max_epu8(_mm512_min_epi8(index, _mm512_set1_epi8(kBytesHigh)), _mm512_set1_epi8(kBytesLow));
-    const __m512i correction = _mm512_shuffle_epi8(table, index);
-    return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_add_epi32(a0, b0), correction));
   } else {
     return _mm512_setzero_ps();  // the table forms: see table_term16
   }
 }
 
 // pb * T for 16 lanes of a table form (pa * (pb * T) is then one exact FMA: pa is a power of two): pb's bits plus
-// the entry c << 7 | M at bit 16. kTablePermute: byte 2 of every lane of b1 holds Fb and the permute lands the
-// left operand's row entry in byte 2; kTableGather: the 4 bytes at table7 - 2 + Fa * 128 + Fb hold it in byte 2.
+// the entry c << 7 | M at bit 16, looked up in the left operand's 128-byte table row (row_lo, row_hi).
+// kTablePermute: byte 2 of every lane of b1 holds Fb and the byte permute lands the entry in byte 2.
+// kTableDwords (no byte permute without VBMI): the dword permute fetches the 4 entries around it, the in-lane byte
+// shuffle keeps the one wanted in byte 2 and zeros the rest, both driven by one control word (dwords_control): 4
+// instructions per 16 products. The vpgatherdd it replaces (16 loads) ran lut at 1.6-2.7 Gproducts/s on Zen 4,
+// this at 17.6 (single thread, 2026-11-24); am16 went from a 7-instruction byte formula of its MBM correction
+// (10.9) to 17.4.
 // Lanes of rule 2 zeros (their b0 is 0 too) look nothing up, so they add 0 * pa.
 template <Form F>
-inline __m512 table_term16(__m512i b0, __m512i a1, __m512i b1, __mmask64 permute_lanes, __mmask16 lanes,
-                           __m512i row_lo, __m512i row_hi, const uint8_t* table7) {
+inline __m512 table_term16(__m512i b0, __m512i b1, __mmask64 permute_lanes, __m512i row_lo, __m512i row_hi) {
   if constexpr (F == Form::kTablePermute) {
 #if defined(__AVX512VBMI__)
     const __m512i entry = _mm512_maskz_permutex2var_epi8(permute_lanes, row_lo, b1, row_hi);
     return _mm512_castsi512_ps(_mm512_add_epi32(b0, entry));
 #endif
   } else {
-    const __m512i bytes = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lanes, _mm512_add_epi32(a1, b1),
-                                                      table7 - 2, 1);
-    return _mm512_castsi512_ps(_mm512_add_epi32(b0, _mm512_and_si512(bytes, set1(0x00FF0000u))));
+    const __m512i four = _mm512_permutex2var_epi32(row_lo, b1, row_hi);
+    return _mm512_castsi512_ps(_mm512_add_epi32(b0, _mm512_shuffle_epi8(four, b1)));
   }
   return _mm512_setzero_ps();
 }
@@ -102,12 +98,15 @@ inline void round_to_half_in_place(uint32_t* values, size_t count) {
   for (; i < count; ++i) values[i] = bits_of(round_to_half(float_of(values[i])));
 }
 
+// The table forms here look the left operand's row up in registers; none expands the right operand's columns.
+inline void expand_columns(const uint32_t*, int64_t, const uint8_t*, uint8_t*) {}
+
 template <Mode M>
 void micro_fast(const MicroArgs& x) {
   constexpr Form F = kForm<M>;
-  constexpr bool kTable = F == Form::kTablePermute || F == Form::kTableGather;
-  constexpr bool kPart1 = F == Form::kMbmFormula || F == Form::kMbmBytes || kTable;
-  constexpr bool kMasked = F == Form::kAddBits || F == Form::kMbmFormula || F == Form::kMbmBytes;
+  constexpr bool kTable = F == Form::kTablePermute || F == Form::kTableDwords;
+  constexpr bool kPart1 = F == Form::kMbmFormula || kTable;
+  constexpr bool kMasked = F == Form::kAddBits || F == Form::kMbmFormula;
   __m512 acc[kMR][2];
   for (int r = 0; r < kMR; ++r) {
     acc[r][0] = x.load_acc ? _mm512_loadu_ps(x.acc + r * x.ld_acc) : _mm512_setzero_ps();
@@ -124,7 +123,7 @@ void micro_fast(const MicroArgs& x) {
       b1_lo = _mm512_loadu_si512(x.b1 + k * kNR);
       b1_hi = _mm512_loadu_si512(x.b1 + k * kNR + 16);
     }
-    if constexpr (kMasked || F == Form::kTableGather) {
+    if constexpr (kMasked) {
       b_lo_mask = static_cast<__mmask16>(x.b_mask[k] & 0xFFFFu);
       b_hi_mask = static_cast<__mmask16>(x.b_mask[k] >> 16);
     }
@@ -136,7 +135,7 @@ void micro_fast(const MicroArgs& x) {
     for (int r = 0; r < kMR; ++r) {
       const int64_t at = r * kc + k;
       const __m512i a0 = set1(x.a0[at]);
-      if constexpr (F == Form::kTablePermute) {
+      if constexpr (kTable) {
         const uint8_t* row = x.table7 + x.a1[at];
         row_lo = _mm512_loadu_si512(row);
         row_hi = _mm512_loadu_si512(row + 64);
@@ -145,10 +144,8 @@ void micro_fast(const MicroArgs& x) {
       }
       if constexpr (kTable) {
         const __m512 pa = _mm512_castsi512_ps(a0);
-        acc[r][0] = _mm512_fmadd_ps(
-            pa, table_term16<F>(b0_lo, a1, b1_lo, permute_lo, b_lo_mask, row_lo, row_hi, x.table7), acc[r][0]);
-        acc[r][1] = _mm512_fmadd_ps(
-            pa, table_term16<F>(b0_hi, a1, b1_hi, permute_hi, b_hi_mask, row_lo, row_hi, x.table7), acc[r][1]);
+        acc[r][0] = _mm512_fmadd_ps(pa, table_term16<F>(b0_lo, b1_lo, permute_lo, row_lo, row_hi), acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(pa, table_term16<F>(b0_hi, b1_hi, permute_hi, row_lo, row_hi), acc[r][1]);
         continue;
       }
       const __m512 p_lo = fast_product16<M>(a0, b0_lo, a1, b1_lo);

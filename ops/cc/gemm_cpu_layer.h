@@ -17,10 +17,13 @@ enum class Form {
   kNone,          // no fast kernel: the generic kernel calls product<M>() per pair
   kMultiply,      // acc32, acc16, fp16: the hardware product of decoded operands, rounded or truncated
   kAddBits,       // mit32, mit16: the integer sum of the bit patterns less the bias
-  kMbmFormula,    // am32 (and am16 where nothing cheaper exists): the MBM correction clamp on 32-bit fields
-  kMbmBytes,      // am16: the correction is a 16-entry byte lookup (vpshufb) of the clamped S = Fa + Fb
+  kMbmFormula,    // am32: the MBM correction clamp on 32-bit fields
   kTablePermute,  // am16, lut with AVX-512 VBMI: the left operand's 128-byte table row, permuted by Fb (vpermt2b)
-  kTableGather,   // lut without VBMI: each lane's table byte gathered (vpgatherdd) at Fa * 128 + Fb
+  kTableDwords,   // am16, lut with AVX-512 without VBMI: the row's 32 dwords permuted by Fb >> 2 (vpermt2d), then
+                  // the byte Fb & 3 of each picked by vpshufb
+  kTableColumns,  // am16, lut with AVX2: the right operand's table columns expanded per B panel, so that the left
+                  // operand's Fa selects NR contiguous entries (one load, a vpshufb per 8 lanes); in blocks of
+                  // fewer than kColumnsMinRows rows the left operand's row permuted in dwords as kTableDwords
 };
 
 // A decoded operand: up to three 32-bit parts and whether it takes part (rule 2 zeros do not).
@@ -42,6 +45,7 @@ struct MicroArgs {
   const uint32_t* b2;
   const uint32_t* b_mask;          // mask-register layers: [kc], bit j for lane j
   const uint64_t* b_permute_mask;  // kTablePermute: [kc][2]
+  const uint8_t* b_columns;        // kTableColumns: [kc][128][NR], entry T[Fa][Fb of lane j] at [k][Fa][j]
   float* acc;  // [MR] rows of NR, ld_acc apart: C itself for full tiles, else a tile buffer
   int64_t ld_acc;
   bool load_acc;  // continue the running sums in acc (a later K block) instead of starting at 0
@@ -61,17 +65,23 @@ constexpr MbmConstants kMbm = M == Mode::kAm32
                                   : MbmConstants{0xFFFF0000u, 0x10000u, 0x7F0000u, 0xFFFF0000u, 0x750000u, 0x860000u};
 constexpr uint32_t kMbmC0 = 0xA0000u, kMbmC1 = 0x50000u;
 
-// am16 by bytes. With the forced low bits both 7-bit fields are odd, Fa|1 = 2 ha + 1, so S = 2 t with
-// t = ha + hb + 1 in [1, 127], and the table entry c << 7 | M is S + corr(t): corr = 10 for t <= 59, 69 - t for
-// t in [59, 64], 5 up to t = 125 and 0 for t >= 126 (docs/multipliers-spec.md's MBM with m = 7). The product's bits
-// are then (a's kept bits - bias) + b's kept bits + corr << 16 (S << 16 is the sum of the two fields in place). The
-// kernel forms the byte t + 2 = (ha + 3) + hb in byte 2 of each lane, clamps it to [58, 66] with signed min /
-// unsigned max (t >= 126 wraps to >= 128 and stays there, as do the other bytes, which the left operand sets to
-// 0x80), and looks corr up with vpshufb: index bytes >= 128 give 0.
-constexpr uint32_t kBytesLeftFill = 0x80008080u;  // bytes 3, 1 and 0
-constexpr int8_t kBytesLow = 58, kBytesHigh = 66;
-// corr(t) by the low nibble of the clamped t + 2 (58 -> 10 ... 66 -> 2); unused nibbles 0.
-constexpr uint8_t kBytesCorrection[16] = {7, 6, 5, 0, 0, 0, 0, 0, 0, 0, 10, 10, 10, 10, 9, 8};
+// kTableDwords: the right operand's part1 is one control word for all the instructions (kTableColumns: part2).
+// Byte 0 = 0x80 | Fb >> 2: vpermt2d reads its low 5 bits (which of the row's 32 dwords holds the entry), AVX2's
+// vpermd bits 0-2 (the dword within a 32-byte quarter) and its blends bits 3 and 4 (the quarter, shifted up to bit
+// 31); vpshufb sees bit 7 and writes 0.
+// Byte 2 = the entry's byte within the 16-byte lane after the permute: 4 (j mod 4) + (Fb & 3) for lane j, where
+// vpshufb puts it (bit 16 up, as in the other table forms). Bytes 1 and 3 = 0x80: zeros. A rule 2 zero's control
+// is all 0x80: the entry is 0 (and its part0 too).
+constexpr uint32_t kDwordsZeroControl = 0x80808080u;
+// kTableColumns: the expansion of a B panel (256 unpacks and 128 16-byte stores per k) pays off over the rows of
+// A that use it; below this many rows a block permutes the rows instead. Measured on Zen 4 (lut, N = 2304,
+// K = 512, one thread, Gproducts/s, expanded / permuted): 16 rows 3.3 / 4.8, 30 rows 5.4 / 5.9, 36 rows 6.0-6.3 /
+// 5.9, 48 rows 7.3 / 6.0, 64 rows 8.1 / 5.9. (The per-image input gradient of a 4 x 4 layer, 16 rows, had run am16
+// at 7.0x of oneDNN expanded, against 5.7x before the expansion.)
+constexpr int64_t kColumnsMinRows = 32;
+inline uint32_t dwords_control(uint32_t field, int64_t lane) {
+  return 0x80008080u | (field >> 2) | ((4u * static_cast<uint32_t>(lane % 4) + (field & 3u)) << 16);
+}
 
 }  // namespace cpu_layer
 }  // namespace amdnn

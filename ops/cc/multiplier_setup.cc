@@ -1,6 +1,7 @@
 // Multiplier set-up: mode names, the am16 table generated from the MBM definition, lut tables validated and expanded.
 #include "multiplier_setup.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace amdnn {
@@ -36,17 +37,28 @@ std::string valid_mode_names() {
   return names;
 }
 
+namespace {
+
+void fill_columns(Multiplier* out) {
+  for (int fa = 0; fa < 128; ++fa)
+    for (int fb = 0; fb < 128; ++fb) out->columns7[(fb << 7) | fa] = out->table7[(fa << 7) | fb];
+  std::fill(out->columns7.begin() + kTableSize, out->columns7.end(), uint8_t{0});
+}
+
+}  // namespace
+
 std::string make_multiplier(Mode mode, const uint8_t* table, int64_t table_size, Multiplier* out) {
   out->mode = mode;
   if (mode != Mode::kTable) {
     if (table_size != 0) return "only the table multiplier takes a table, got " +
                                 std::to_string(table_size) + " bytes; pass an empty uint8 tensor";
-    if (mode == Mode::kAm16) {  // the VBMI fast kernel looks am16 up like any table
+    if (mode == Mode::kAm16) {  // the AVX-512 fast kernels look am16 up like any table
       for (uint32_t fa = 0; fa < 128; ++fa)
         for (uint32_t fb = 0; fb < 128; ++fb) {
           const MantissaProduct p = mbm_mantissa(fa, fb, 7);
           out->table7[(fa << 7) | fb] = static_cast<uint8_t>((p.carry << 7) | p.mantissa);
         }
+      fill_columns(out);
     }
     return "";
   }
@@ -68,6 +80,7 @@ std::string make_multiplier(Mode mode, const uint8_t* table, int64_t table_size,
       const uint8_t entry = table[((fa >> shift) << m) | (fb >> shift)];
       out->table7[(fa << 7) | fb] = static_cast<uint8_t>((entry & 0x80) | ((entry & 0x7F) << shift));
     }
+  fill_columns(out);
   return "";
 }
 

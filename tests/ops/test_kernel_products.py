@@ -21,7 +21,8 @@ from kernels import kernel_modes, raw_conv_backprop_filter, raw_conv_backprop_in
 
 def fast_path_operands(n: int, seed: int) -> np.ndarray:
     """Operands every product of which stays in range (biased exponents 64..190): the fast kernel's domain, with
-    mantissas concentrated at the carry boundaries and zeros mixed in (ReLU outputs)."""
+    mantissas concentrated at the carry boundaries and zeros mixed in (ReLU outputs), and subnormals, which are rule 2
+    zeros that keep the fast path but carry mantissa fields (the table kernels must look nothing up for them)."""
     rng = np.random.default_rng(seed)
     exponent = rng.integers(64, 191, n).astype(np.uint32) << 23
     boundary = np.array([0, 1, (1 << 22) - 1, 1 << 22, (1 << 22) + 1, (1 << 23) - 1, 0x3F0000, 0x400000,
@@ -31,6 +32,9 @@ def fast_path_operands(n: int, seed: int) -> np.ndarray:
     sign = rng.integers(0, 2, n).astype(np.uint32) << 31
     values = (sign | exponent | field).view(np.float32)
     values[rng.random(n) < 0.05] = 0.0
+    subnormal = rng.random(n) < 0.02
+    values[subnormal] = (sign[subnormal] | rng.integers(1, 1 << 23, int(subnormal.sum())).astype(np.uint32)).view(
+        np.float32)
     return values
 
 
