@@ -86,6 +86,12 @@ struct PhaseGather {
     const bool in = c.k < k_size && inside(ho, g.out_h) && inside(wo, g.out_w);
     return in ? __float_as_uint(__ldg(dy + o.base + (ho * g.out_w + wo) * g.out_c + c.co)) : 0u;
   }
+  __device__ uint4 load4(const Outer& o, const Cursor& c) const {  // co .. co + 3 of one tap
+    const int ho = o.ho0 - c.jh, wo = o.wo0 - c.jw;
+    const bool in = c.k < k_size && inside(ho, g.out_h) && inside(wo, g.out_w);
+    return in ? load4_at(dy + o.base + (ho * g.out_w + wo) * g.out_c + c.co) : make_uint4(0u, 0u, 0u, 0u);
+  }
+  bool vector_ok() const { return aligned16(dy) && g.out_c % 4 == 0; }
 };
 
 // B of one phase: (n = ci, k = (jh, jw, co)) = w[kh0 + jh * stride_h, kw0 + jw * stride_w, ci, co].
@@ -105,6 +111,12 @@ struct PhaseFilter {
     const bool in = o.valid && c.k < k_size;
     return in ? __float_as_uint(__ldg(w + (kh * g.filter_w + kw) * g.in_c * g.out_c + o.offset + c.co)) : 0u;
   }
+  __device__ uint4 load4(const Outer& o, const Cursor& c) const {  // co .. co + 3 of one (tap, ci)
+    const int kh = ph.kh0 + c.jh * g.stride_h, kw = ph.kw0 + c.jw * g.stride_w;
+    const bool in = o.valid && c.k < k_size;
+    return in ? load4_at(w + (kh * g.filter_w + kw) * g.in_c * g.out_c + o.offset + c.co) : make_uint4(0u, 0u, 0u, 0u);
+  }
+  bool vector_ok() const { return aligned16(w) && g.out_c % 4 == 0; }
 };
 
 // Row r of a phase's C is dx pixel (n, row0 + hq * stride_h, col0 + wq * stride_w).

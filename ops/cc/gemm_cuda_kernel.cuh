@@ -82,65 +82,108 @@ struct GemmParams {
   SumTable sums;           // kAm16 only
 };
 
-// One operand's part of a k tile: which elements this thread stages and where they go. Element e of a thread is
-// tile index idx = tid + e * kThreads at (outer, kk). Read along k, a thread's kk is the same for all its elements
-// (kThreads is a multiple of kBK) and its outer indices differ by kThreads / kBK: kOuters outer infos and one cursor.
-// Read along outer, its outer index is the same (kThreads is a multiple of BO) and its k differ by kStep: one outer
-// info and one cursor, stepped from element to element.
-template <int BO, int kThreads, int kBK, class Loader>
+// One operand's part of a k tile: which elements this thread stages and where they go. A thread stages kGroups groups
+// of V elements (V = 4: one 16-byte load per group, where the operand's layout allows it; see vector_ok). Read along
+// k, a group is V consecutive k of one outer index; the tile's rows hold kBK / V groups, a thread's k offset is the
+// same in all its groups and its outer indices differ by kOuterStep: kGroups outer infos and one cursor. Read along
+// outer, a group is V consecutive outer indices at one k; a thread's outer offset is the same in all its groups and
+// its k differ by kStep: one outer info and one cursor, stepped from group to group. Where element (g, v) lands in
+// the shared tile ([k][outer], kLd words a row) is the thread's base offset plus a constant, so staging costs no
+// address arithmetic.
+template <int BO, int kThreads, int kBK, int V, class Loader>
 struct Stage {
-  static constexpr int kCount = BO * kBK / kThreads;
-  static constexpr int kOuters = Loader::kAlongK ? kCount : 1;
-  static constexpr int kStep = kThreads / BO;  // k between consecutive elements, read along outer
-  static_assert(kCount * kThreads == BO * kBK, "tile not divisible among threads");
-  static_assert(Loader::kAlongK ? kThreads % kBK == 0 : kThreads % BO == 0, "thread mapping");
-  __device__ static int outer_index(int idx) { return Loader::kAlongK ? idx / kBK : idx % BO; }
-  __device__ static int k_index(int idx) { return Loader::kAlongK ? idx % kBK : idx / BO; }
+  static constexpr int kCount = BO * kBK / kThreads;  // elements a thread stages
+  static constexpr int kGroups = kCount / V;
+  static constexpr int kPerRow = Loader::kAlongK ? kBK / V : BO / V;  // groups along the contiguous index
+  static constexpr int kOuters = Loader::kAlongK ? kGroups : 1;
+  static constexpr int kOuterStep = kThreads / kPerRow;  // outer between a thread's groups, read along k
+  static constexpr int kStep = kThreads / kPerRow;       // k between a thread's groups, read along outer
+  static_assert(kGroups * V * kThreads == BO * kBK, "tile not divisible among threads");
+  static_assert(kThreads % kPerRow == 0, "thread mapping");
+  __device__ static int contiguous(int tid) { return (tid % kPerRow) * V; }  // k offset, or outer offset
+  __device__ static int strided(int tid) { return tid / kPerRow; }           // outer offset, or k offset
 
   __device__ static void outers(const Loader& l, int origin, int tid, typename Loader::Outer* out) {
 #pragma unroll
-    for (int e = 0; e < kOuters; ++e) out[e] = l.outer(origin + outer_index(tid + e * kThreads));
+    for (int g = 0; g < kOuters; ++g)
+      out[g] = l.outer(origin + (Loader::kAlongK ? strided(tid) + g * kOuterStep : contiguous(tid)));
   }
 
   __device__ static typename Loader::Cursor cursor(const Loader& l, int k0, int tid) {
-    return l.cursor(k0 + k_index(tid));
+    return l.cursor(k0 + (Loader::kAlongK ? contiguous(tid) : strided(tid)));
+  }
+
+  // Where this thread's first element lands in a shared tile with rows of kLd words.
+  template <int kLd>
+  __device__ static int base(int tid) {
+    return Loader::kAlongK ? contiguous(tid) * kLd + strided(tid) : strided(tid) * kLd + contiguous(tid);
+  }
+  template <int kLd>
+  __device__ static constexpr int offset(int g, int v) {
+    return Loader::kAlongK ? v * kLd + g * kOuterStep : g * kStep * kLd + v;
+  }
+
+  __device__ static void load_group(const Loader& l, const typename Loader::Outer& o, const typename Loader::Cursor& c,
+                                    bool valid, uint32_t* out) {
+    if constexpr (V == 4) {
+      const uint4 q = valid ? l.load4(o, c) : make_uint4(0u, 0u, 0u, 0u);
+      out[0] = q.x; out[1] = q.y; out[2] = q.z; out[3] = q.w;
+    } else {
+      out[0] = valid ? l.load(o, c) : 0u;
+    }
   }
 
   // Loads this thread's elements of the tile at `c` (+0 at k >= k_end) and moves `c` to the next tile.
   __device__ static void fetch(const Loader& l, const typename Loader::Outer* outer, typename Loader::Cursor& c,
                                int k_end, uint32_t* out) {
     if constexpr (Loader::kAlongK) {
-      const bool valid = c.k < k_end;
+      const bool valid = c.k < k_end;  // V consecutive k: k_end is a multiple of V (vector_ok)
 #pragma unroll
-      for (int e = 0; e < kCount; ++e) out[e] = valid ? l.load(outer[e], c) : 0u;
-      l.advance(c, kBK);
+      for (int g = 0; g < kGroups; ++g) load_group(l, outer[g], c, valid, out + g * V);
     } else {
       typename Loader::Cursor at = c;
 #pragma unroll
-      for (int e = 0; e < kCount; ++e) {
-        out[e] = at.k < k_end ? l.load(outer[0], at) : 0u;
-        if (e + 1 < kCount) l.advance(at, kStep);
+      for (int g = 0; g < kGroups; ++g) {
+        load_group(l, outer[0], at, at.k < k_end, out + g * V);
+        if (g + 1 < kGroups) l.advance(at, kStep);
       }
-      l.advance(c, kBK);
     }
+    l.advance(c, kBK);
   }
 
-  // Decodes this thread's elements into a shared buffer (raw bits and the mode's planes); true if any is outside
-  // the fast range.
+  // Decodes this thread's elements into a shared buffer (raw bits and the mode's planes) at `at` (from base());
+  // true if any is outside the fast range.
   template <Mode M, int kLd>
-  __device__ static bool store(const uint32_t* in, bool left, int tid, uint32_t* raw, uint32_t* planes) {
+  __device__ static bool store(const uint32_t* in, bool left, uint32_t* raw, uint32_t* planes) {
+    constexpr int kP = Fast<M>::kPlanes;
     bool outside = false;
 #pragma unroll
-    for (int e = 0; e < kCount; ++e) {
-      const int idx = tid + e * kThreads;
-      const int at = k_index(idx) * kLd + outer_index(idx);
-      uint32_t w[Fast<M>::kPlanes];
-      Fast<M>::decode(in[e], left, w);
-      raw[at] = in[e];
+    for (int g = 0; g < kGroups; ++g) {
+      uint32_t w[V][kP];
 #pragma unroll
-      if constexpr (!Fast<M>::kRawIsPlane)
-        for (int q = 0; q < Fast<M>::kPlanes; ++q) planes[q * kBK * kLd + at] = w[q];
-      outside |= !Fast<M>::exact(in[e]);
+      for (int v = 0; v < V; ++v) {
+        Fast<M>::decode(in[g * V + v], left, w[v]);
+        outside |= !Fast<M>::exact(in[g * V + v]);
+      }
+      if constexpr (V == 4 && !Loader::kAlongK) {  // four consecutive words of a row: one 16-byte store each
+        const int at = offset<kLd>(g, 0);
+        *reinterpret_cast<uint4*>(raw + at) = make_uint4(in[g * 4], in[g * 4 + 1], in[g * 4 + 2], in[g * 4 + 3]);
+        if constexpr (!Fast<M>::kRawIsPlane) {
+#pragma unroll
+          for (int q = 0; q < kP; ++q)
+            *reinterpret_cast<uint4*>(planes + q * kBK * kLd + at) = make_uint4(w[0][q], w[1][q], w[2][q], w[3][q]);
+        }
+      } else {
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+          const int at = offset<kLd>(g, v);
+          raw[at] = in[g * V + v];
+          if constexpr (!Fast<M>::kRawIsPlane) {
+#pragma unroll
+            for (int q = 0; q < kP; ++q) planes[q * kBK * kLd + at] = w[v][q];
+          }
+        }
+      }
     }
     return outside;
   }
@@ -171,7 +214,7 @@ constexpr int buffer_words(int bm, int bn) {
 // buffer t % 2, each thread decodes tile t + 1 (loaded into registers during tile t - 1) into the other buffer and
 // issues the global loads of tile t + 2; the barrier that closes tile t also ORs the threads' range checks of
 // tile t + 1, which decides its path.
-template <Mode M, int BM, int BN, class LoadA, class LoadB, class Rows>
+template <Mode M, int BM, int BN, int V, class LoadA, class LoadB, class Rows>
 __global__ void __launch_bounds__((BM / kThreadTile) * (BN / kThreadTile), AMDNN_GPU_MIN_BLOCKS)
     gemm_kernel(const GemmParams<LoadA, LoadB, Rows> p) {
   using F = Fast<M>;
@@ -180,8 +223,8 @@ __global__ void __launch_bounds__((BM / kThreadTile) * (BN / kThreadTile), AMDNN
   constexpr int kP = F::kPlanes;
   constexpr int kLdA = BM + kPad, kLdB = BN + kPad;
   constexpr int kBufferWords = buffer_words<M>(BM, BN);
-  using StageA = Stage<BM, kThreads, kBK, LoadA>;
-  using StageB = Stage<BN, kThreads, kBK, LoadB>;
+  using StageA = Stage<BM, kThreads, kBK, V, LoadA>;
+  using StageB = Stage<BN, kThreads, kBK, V, LoadB>;
 
   extern __shared__ __align__(16) unsigned char smem[];
   // two buffers of [raw A][raw B][A planes][B planes], then the table
@@ -220,9 +263,10 @@ __global__ void __launch_bounds__((BM / kThreadTile) * (BN / kThreadTile), AMDNN
     StageA::fetch(p.a, a_outer, a_cursor, k_end, next_a);
     StageB::fetch(p.b, b_outer, b_cursor, k_end, next_b);
   };
+  const int at_a = StageA::template base<kLdA>(tid), at_b = StageB::template base<kLdB>(tid);
   auto stage = [&](int s) {
-    const bool outside_a = StageA::template store<M, kLdA>(next_a, true, tid, raw_a(s), dec_a(s));
-    return StageB::template store<M, kLdB>(next_b, false, tid, raw_b(s), dec_b(s)) || outside_a;
+    const bool outside_a = StageA::template store<M, kLdA>(next_a, true, raw_a(s) + at_a, dec_a(s) + at_a);
+    return StageB::template store<M, kLdB>(next_b, false, raw_b(s) + at_b, dec_b(s) + at_b) || outside_a;
   };
 
   float acc[kThreadTile][kThreadTile];
@@ -365,15 +409,15 @@ SumTable am16_sums() {
   return t;
 }
 
-template <Mode M, int BM, int BN, class LoadA, class LoadB, class Rows>
-LaunchStatus launch_mode(const GemmParams<LoadA, LoadB, Rows>& base, int64_t m, int64_t n, int64_t k, float* c,
-                         void* workspace, cudaStream_t stream) {
+template <Mode M, int BM, int BN, int V, class LoadA, class LoadB, class Rows>
+LaunchStatus launch_mode(const GemmParams<LoadA, LoadB, Rows>& base, int64_t m, int64_t n, int64_t k, const Split& s,
+                         float* c, void* workspace, cudaStream_t stream) {
   constexpr int kThreads = (BM / kThreadTile) * (BN / kThreadTile);
   const size_t smem = static_cast<size_t>(2 * buffer_words<M>(BM, BN)) * 4 + table_bytes<M>();  // two buffers, the table
   static std::once_flag configured;
   static cudaError_t configure_status = cudaSuccess;
   std::call_once(configured, [&] {
-    configure_status = cudaFuncSetAttribute(gemm_kernel<M, BM, BN, LoadA, LoadB, Rows>,
+    configure_status = cudaFuncSetAttribute(gemm_kernel<M, BM, BN, V, LoadA, LoadB, Rows>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   });
   if (configure_status != cudaSuccess) return {false, cudaGetErrorString(configure_status)};
@@ -382,7 +426,6 @@ LaunchStatus launch_mode(const GemmParams<LoadA, LoadB, Rows>& base, int64_t m, 
   p.m = static_cast<int>(m);
   p.n = static_cast<int>(n);
   p.k = static_cast<int>(k);
-  const Split s = split_for<BM, BN>(m, n, k);
   p.k_per_split = s.k_per_split;
   if (s.splits > 1) {
     if (workspace == nullptr) return {false, "a split GEMM was given no workspace"};
@@ -395,7 +438,7 @@ LaunchStatus launch_mode(const GemmParams<LoadA, LoadB, Rows>& base, int64_t m, 
   if (M == Mode::kAm16) p.sums = am16_sums();
   const dim3 grid(static_cast<unsigned>((n + BN - 1) / BN), static_cast<unsigned>((m + BM - 1) / BM),
                   static_cast<unsigned>(s.splits));
-  gemm_kernel<M, BM, BN, LoadA, LoadB, Rows><<<grid, kThreads, smem, stream>>>(p);
+  gemm_kernel<M, BM, BN, V, LoadA, LoadB, Rows><<<grid, kThreads, smem, stream>>>(p);
   cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess) return {false, cudaGetErrorString(status)};
   if (s.splits > 1) {
@@ -408,18 +451,18 @@ LaunchStatus launch_mode(const GemmParams<LoadA, LoadB, Rows>& base, int64_t m, 
   return {};
 }
 
-template <int BM, int BN, class LoadA, class LoadB, class Rows>
+template <int BM, int BN, int V, class LoadA, class LoadB, class Rows>
 LaunchStatus launch_tiles(Mode mode, const GemmParams<LoadA, LoadB, Rows>& p, int64_t m, int64_t n, int64_t k,
-                          float* c, void* workspace, cudaStream_t stream) {
+                          const Split& s, float* c, void* workspace, cudaStream_t stream) {
   switch (mode) {
-    case Mode::kAcc32: return launch_mode<Mode::kAcc32, BM, BN>(p, m, n, k, c, workspace, stream);
-    case Mode::kAcc16: return launch_mode<Mode::kAcc16, BM, BN>(p, m, n, k, c, workspace, stream);
-    case Mode::kFp16: return launch_mode<Mode::kFp16, BM, BN>(p, m, n, k, c, workspace, stream);
-    case Mode::kAm32: return launch_mode<Mode::kAm32, BM, BN>(p, m, n, k, c, workspace, stream);
-    case Mode::kAm16: return launch_mode<Mode::kAm16, BM, BN>(p, m, n, k, c, workspace, stream);
-    case Mode::kMit32: return launch_mode<Mode::kMit32, BM, BN>(p, m, n, k, c, workspace, stream);
-    case Mode::kMit16: return launch_mode<Mode::kMit16, BM, BN>(p, m, n, k, c, workspace, stream);
-    case Mode::kTable: return launch_mode<Mode::kTable, BM, BN>(p, m, n, k, c, workspace, stream);
+    case Mode::kAcc32: return launch_mode<Mode::kAcc32, BM, BN, V>(p, m, n, k, s, c, workspace, stream);
+    case Mode::kAcc16: return launch_mode<Mode::kAcc16, BM, BN, V>(p, m, n, k, s, c, workspace, stream);
+    case Mode::kFp16: return launch_mode<Mode::kFp16, BM, BN, V>(p, m, n, k, s, c, workspace, stream);
+    case Mode::kAm32: return launch_mode<Mode::kAm32, BM, BN, V>(p, m, n, k, s, c, workspace, stream);
+    case Mode::kAm16: return launch_mode<Mode::kAm16, BM, BN, V>(p, m, n, k, s, c, workspace, stream);
+    case Mode::kMit32: return launch_mode<Mode::kMit32, BM, BN, V>(p, m, n, k, s, c, workspace, stream);
+    case Mode::kMit16: return launch_mode<Mode::kMit16, BM, BN, V>(p, m, n, k, s, c, workspace, stream);
+    case Mode::kTable: return launch_mode<Mode::kTable, BM, BN, V>(p, m, n, k, s, c, workspace, stream);
   }
   return {false, "unknown multiplier mode"};
 }
@@ -446,8 +489,16 @@ LaunchStatus launch(const GpuMultiplier& mult, LoadA a, LoadB b, int64_t m, int6
     if (rows.ldc < 0) rows.ldc = static_cast<int>(n);
   }
   p.rows = rows;
-  if (narrow(n)) return launch_tiles<128, 64>(mult.mode, p, m, n, k, c, workspace, stream);
-  return launch_tiles<128, 128>(mult.mode, p, m, n, k, c, workspace, stream);
+  // The k slices follow from the shapes alone (the nominal tile: 128 x 64 for narrow outputs, else 128 x 128),
+  // whichever kernel runs, so the bits never depend on the operands' alignment. Operands that can be read four
+  // floats at a time (every ResNet layer but the first) take the kernels with 16-byte loads; the rest, the 128 x 64
+  // kernel with single loads (one fallback instantiation per mode, not two).
+  const Split s = narrow(n) ? split_for<128, 64>(m, n, k) : split_for<128, 128>(m, n, k);
+  if (a.vector_ok() && b.vector_ok() && k % 4 == 0) {
+    if (narrow(n)) return launch_tiles<128, 64, 4>(mult.mode, p, m, n, k, s, c, workspace, stream);
+    return launch_tiles<128, 128, 4>(mult.mode, p, m, n, k, s, c, workspace, stream);
+  }
+  return launch_tiles<128, 64, 1>(mult.mode, p, m, n, k, s, c, workspace, stream);
 }
 
 Geometry geometry32(const ConvGeometry& g) {

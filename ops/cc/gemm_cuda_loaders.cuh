@@ -24,6 +24,16 @@ constexpr int kOutside = -(1 << 28);
 
 __device__ __forceinline__ bool inside(int v, int size) { return static_cast<unsigned>(v) < static_cast<unsigned>(size); }
 
+// Four consecutive floats as bits (the caller guarantees 16-byte alignment: vector_ok).
+__device__ __forceinline__ uint4 load4_at(const float* p) {
+  const float4 q = __ldg(reinterpret_cast<const float4*>(p));
+  return make_uint4(__float_as_uint(q.x), __float_as_uint(q.y), __float_as_uint(q.z), __float_as_uint(q.w));
+}
+
+// Whether a loader may read groups of four along its contiguous index: the base 16-byte aligned and every row a
+// multiple of four floats, so that a group never straddles a row, a tap or the end of the operand.
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 struct KCursor { int k; };
 
 struct DenseAlongK {  // element(o, k) = p[o * ld + k]
@@ -38,6 +48,10 @@ struct DenseAlongK {  // element(o, k) = p[o * ld + k]
   __device__ uint32_t load(const Outer& o, const Cursor& c) const {
     return (o.valid && c.k < k_size) ? __float_as_uint(__ldg(p + o.offset + c.k)) : 0u;
   }
+  __device__ uint4 load4(const Outer& o, const Cursor& c) const {
+    return (o.valid && c.k < k_size) ? load4_at(p + o.offset + c.k) : make_uint4(0u, 0u, 0u, 0u);
+  }
+  bool vector_ok() const { return aligned16(p) && ld % 4 == 0 && k_size % 4 == 0; }
 };
 
 struct DenseAlongOuter {  // element(o, k) = p[k * ld + o]
@@ -52,6 +66,10 @@ struct DenseAlongOuter {  // element(o, k) = p[k * ld + o]
   __device__ uint32_t load(const Outer& o, const Cursor& c) const {
     return (o.valid && c.k < k_size) ? __float_as_uint(__ldg(p + c.k * ld + o.offset)) : 0u;
   }
+  __device__ uint4 load4(const Outer& o, const Cursor& c) const {
+    return (o.valid && c.k < k_size) ? load4_at(p + c.k * ld + o.offset) : make_uint4(0u, 0u, 0u, 0u);
+  }
+  bool vector_ok() const { return aligned16(p) && ld % 4 == 0 && outer_size % 4 == 0; }
 };
 
 // The conv geometry in 32-bit ints (the launch checks that every tensor has fewer than 2^31 elements).
@@ -99,10 +117,13 @@ __device__ __forceinline__ int tap_offset(const Geometry& g, const TapCursor& c)
   return (c.dh * g.in_w + c.dw) * g.in_c + c.ci;
 }
 
+__device__ __forceinline__ bool tap_inside(const Geometry& g, const Pixel& p, const TapCursor& t, int taps) {
+  return t.k < taps && inside(p.h0 + t.dh, g.in_h) && inside(p.w0 + t.dw, g.in_w);
+}
+
 __device__ __forceinline__ uint32_t load_x(const float* x, const Geometry& g, const Pixel& p, const TapCursor& t,
                                            int taps) {
-  const bool in = t.k < taps && inside(p.h0 + t.dh, g.in_h) && inside(p.w0 + t.dw, g.in_w);
-  return in ? __float_as_uint(__ldg(x + p.offset + tap_offset(g, t))) : 0u;  // padding: +0
+  return tap_inside(g, p, t, taps) ? __float_as_uint(__ldg(x + p.offset + tap_offset(g, t))) : 0u;  // padding: +0
 }
 
 struct Im2Col {  // forward A: rows are output pixels, k the taps (kh, kw, ci)
@@ -121,6 +142,10 @@ struct Im2Col {  // forward A: rows are output pixels, k the taps (kh, kw, ci)
   __device__ Cursor cursor(int k) const { return tap_cursor(g, k); }
   __device__ void advance(Cursor& c, int step) const { tap_advance(g, c, step); }
   __device__ uint32_t load(const Outer& o, const Cursor& c) const { return load_x(x, g, o, c, taps); }
+  __device__ uint4 load4(const Outer& o, const Cursor& c) const {  // ci .. ci + 3 of one tap
+    return tap_inside(g, o, c, taps) ? load4_at(x + o.offset + tap_offset(g, c)) : make_uint4(0u, 0u, 0u, 0u);
+  }
+  bool vector_ok() const { return aligned16(x) && g.in_c % 4 == 0; }
 };
 
 // The filter gradient's A: rows are taps, k the output pixels (n, ho, wo), walked with wrap-arounds.
@@ -162,6 +187,12 @@ struct Im2ColTransposed {
     const bool in = c.k < pixels && inside(h0 + o.dh, g.in_h) && inside(w0 + o.dw, g.in_w);
     return in ? __float_as_uint(__ldg(x + ((c.n * g.in_h + h0) * g.in_w + w0) * g.in_c + o.offset)) : 0u;
   }
+  __device__ uint4 load4(const Outer& o, const Cursor& c) const {  // taps ci .. ci + 3 of one (kh, kw)
+    const int h0 = c.ho * g.stride_h - g.pad_top, w0 = c.wo * g.stride_w - g.pad_left;
+    const bool in = c.k < pixels && inside(h0 + o.dh, g.in_h) && inside(w0 + o.dw, g.in_w);
+    return in ? load4_at(x + ((c.n * g.in_h + h0) * g.in_w + w0) * g.in_c + o.offset) : make_uint4(0u, 0u, 0u, 0u);
+  }
+  bool vector_ok() const { return aligned16(x) && g.in_c % 4 == 0; }
 };
 
 // Input-gradient A without stride phases (stride 1, or a dilated strided conv): rows are input pixels (n, hi, wi),
@@ -215,6 +246,20 @@ struct DyGather {
     if (ho >= g.out_h || wo >= g.out_w) return 0u;
     return __float_as_uint(__ldg(dy + o.base + (ho * g.out_w + wo) * g.out_c + c.co));
   }
+  __device__ uint4 load4(const Outer& o, const Cursor& c) const {  // co .. co + 3 of one tap
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+    int ho = o.h - c.dh, wo = o.w - c.dw;
+    if (c.k >= k_size || ho < 0 || wo < 0) return zero;
+    if (g.stride_h != 1 || g.stride_w != 1) {
+      const int qh = ho / g.stride_h, qw = wo / g.stride_w;
+      if (qh * g.stride_h != ho || qw * g.stride_w != wo) return zero;
+      ho = qh;
+      wo = qw;
+    }
+    if (ho >= g.out_h || wo >= g.out_w) return zero;
+    return load4_at(dy + o.base + (ho * g.out_w + wo) * g.out_c + c.co);
+  }
+  bool vector_ok() const { return aligned16(dy) && g.out_c % 4 == 0; }
 };
 
 // Input-gradient B without stride phases: element (n = ci, k = (kh, kw, co)) = w[kh, kw, ci, co].
@@ -245,6 +290,10 @@ struct FilterTransposed {
   __device__ uint32_t load(const Outer& o, const Cursor& c) const {
     return (o.valid && c.k < k_size) ? __float_as_uint(__ldg(w + o.offset + c.offset)) : 0u;
   }
+  __device__ uint4 load4(const Outer& o, const Cursor& c) const {  // co .. co + 3 of one (tap, ci)
+    return (o.valid && c.k < k_size) ? load4_at(w + o.offset + c.offset) : make_uint4(0u, 0u, 0u, 0u);
+  }
+  bool vector_ok() const { return aligned16(w) && out_c % 4 == 0; }
 };
 
 }  // namespace
