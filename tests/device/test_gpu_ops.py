@@ -222,6 +222,51 @@ def test_deterministic_and_zero_size(modes):
     assert inner0.shape == (3, 5) and bool((inner0 == 0).all())
 
 
+def _misaligned(t: torch.Tensor) -> torch.Tensor:
+    """The same values at an address 4 bytes past a 16-byte boundary, in t's memory format (channels_last for 4-D):
+    the kernels then cannot read it four floats at a time and take their single-load variant."""
+    if t.dim() == 4:
+        nhwc = t.permute(0, 2, 3, 1)
+        buf = torch.empty(t.numel() + 1, device=t.device)
+        out = buf[1:].view(nhwc.shape).copy_(nhwc).permute(0, 3, 1, 2)
+    else:
+        buf = torch.empty(t.numel() + 1, device=t.device)
+        out = buf[1:].view(t.shape).copy_(t)
+    assert out.data_ptr() % 16 == 4 and torch.equal(out, t)
+    return out
+
+
+@pytest.mark.parametrize("size,cin,cout,stride", [(8, 64, 128, 1), (8, 64, 128, 2), (6, 128, 64, 1)])
+def test_sixteen_byte_loads_give_the_bits_of_single_loads(modes, size, cin, cout, stride):
+    """Channel counts that are multiples of 4 at aligned addresses take the kernels with 16-byte loads; the same
+    values misaligned take the single-load kernels (checked product by product above). Forward and both gradients
+    must agree bit for bit: the slicing of k follows the shapes alone, and loading must not change a product."""
+    torch.manual_seed(size + cin + stride)
+    x = torch.randn(4, cin, size, size, device=DEVICE).to(memory_format=torch.channels_last)
+    w = torch.randn(cout, cin, 3, 3, device=DEVICE) * 0.1
+    x[0, 0, 0, 0] = 0.0  # zeros take their own decode
+    for mode in modes:
+        results = []
+        for xi in (x, _misaligned(x)):
+            xi = xi.detach().requires_grad_()
+            wi = w.clone().requires_grad_()
+            y = torch_ops.conv2d(xi, wi, stride=stride, padding=1, multiplier=mode)
+            dy = torch.randn(y.shape, device=DEVICE, generator=torch.Generator(DEVICE).manual_seed(7))
+            dy = dy.to(memory_format=torch.channels_last)
+            dy = dy if xi.data_ptr() % 16 == 0 else _misaligned(dy)
+            gx, gw = torch.autograd.grad(y, (xi, wi), dy)
+            results.append([t.detach().cpu().numpy() for t in (y, gx, gw)])
+        for name, aligned, single in zip(("forward", "input gradient", "filter gradient"), *results):
+            ok = same_bits(aligned, single)
+            assert ok.all(), f"{mode} {name}: {int((~ok).sum())} elements differ between 16-byte and single loads"
+    a = torch.randn(96, 200, device=DEVICE)
+    b = torch.randn(200, 132, device=DEVICE)
+    for mode in modes:
+        aligned = torch_ops.matmul(a, b, multiplier=mode).cpu().numpy()
+        single = torch_ops.matmul(_misaligned(a), b, multiplier=mode).cpu().numpy()
+        assert same_bits(aligned, single).all(), f"{mode} matmul: 16-byte and single loads differ"
+
+
 def test_fast_path_on_ordinary_data_generic_on_inf():
     x = torch.randn(64, 32, device=DEVICE)
     w = torch.randn(32, 48, device=DEVICE)
