@@ -2,13 +2,15 @@
 // they compile in parallel): C[m, n] = sum over k of A[m, k] (*) B[k, n].
 //
 // Tiling (SGEMM style): a block computes a BM x BN tile of C with (BM/8) x (BN/8) threads, each thread an 8 x 8
-// register tile; K advances by kBK = 8. Operands are decoded once per tile element when the tile is staged in shared
-// memory (gemm_cuda_modes.cuh), so the inner loop spends 2-4 instructions per product instead of the ~20 of the
-// scalar definitions. The next tile's global loads are issued before the current one is computed.
+// register tile; K advances by tile_k (8 or 16) per step. Operands are decoded once per tile element when the tile is
+// staged in shared memory (gemm_cuda_modes.cuh), so the inner loop spends 2-8 instructions per product instead of
+// the ~20 of the scalar definitions. Two shared buffers let a thread decode tile t + 1 and issue the loads of t + 2
+// while the block computes tile t, with one barrier per tile; operands read four floats at a time where their layout
+// allows (measured in docs/performance.md, "What each change bought").
 //
 // Fast and generic paths: the fast formulas are exact only when no operand is inf/NaN and no product can over- or
 // underflow. Every staged operand is checked (biased exponent 0 or in [64, 190], so any exponent sum is in
-// [128, 380], as the CPU kernels require); one __syncthreads_or per k tile tells the whole block, and a tile with
+// [128, 380], as the CPU kernels require); the barrier that closes a tile ORs the checks of the next, and a tile with
 // any operand outside runs the scalar definitions of multiplier.h on the raw values instead. Both paths add each
 // product into the same running fp32 sum in k order, so they agree bit for bit, and a stray tiny gradient costs
 // only its own tile.

@@ -88,22 +88,23 @@ __device__ __forceinline__ Pixel pixel_at(const Geometry& g, int n, int ho, int 
   return {((n * g.in_h + h0) * g.in_w + w0) * g.in_c, h0, w0};
 }
 
-// A filter tap (kh, kw, ci) as its offset from a pixel's offset, and its displacement for the bounds checks.
+// k = (kh, kw, channel) walked with wrap-arounds: a filter tap of x (channels in_c) or of dy (channels out_c), with
+// its displacement (dh, dw) for the bounds checks.
 struct TapCursor {
-  int k, ci, kw, dh, dw;
+  int k, ci, kw, dh, dw;  // ci: the channel (of x, or of dy)
 };
 
-__device__ __forceinline__ TapCursor tap_cursor(const Geometry& g, int k) {
-  const int t = k / g.in_c, ci = k - t * g.in_c;
+__device__ __forceinline__ TapCursor tap_cursor(const Geometry& g, int k, int channels) {
+  const int t = k / channels, ci = k - t * channels;
   const int kh = t / g.filter_w, kw = t - kh * g.filter_w;
   return {k, ci, kw, kh * g.dilation_h, kw * g.dilation_w};
 }
 
-__device__ __forceinline__ void tap_advance(const Geometry& g, TapCursor& c, int step) {
+__device__ __forceinline__ void tap_advance(const Geometry& g, TapCursor& c, int step, int channels) {
   c.k += step;
   c.ci += step;
-  while (c.ci >= g.in_c) {  // at most once per k tile when in_c >= the tile's k (every ResNet layer but the first)
-    c.ci -= g.in_c;
+  while (c.ci >= channels) {  // at most once per k tile when channels >= the tile's k (every ResNet layer but the first)
+    c.ci -= channels;
     c.dw += g.dilation_w;
     if (++c.kw == g.filter_w) {
       c.kw = 0;
@@ -139,8 +140,8 @@ struct Im2Col {  // forward A: rows are output pixels, k the taps (kh, kw, ci)
     const int ho = rest / g.out_w, wo = rest - ho * g.out_w;
     return pixel_at(g, n, ho, wo, r < rows);
   }
-  __device__ Cursor cursor(int k) const { return tap_cursor(g, k); }
-  __device__ void advance(Cursor& c, int step) const { tap_advance(g, c, step); }
+  __device__ Cursor cursor(int k) const { return tap_cursor(g, k, g.in_c); }
+  __device__ void advance(Cursor& c, int step) const { tap_advance(g, c, step, g.in_c); }
   __device__ uint32_t load(const Outer& o, const Cursor& c) const { return load_x(x, g, o, c, taps); }
   __device__ uint4 load4(const Outer& o, const Cursor& c) const {  // ci .. ci + 3 of one tap
     return tap_inside(g, o, c, taps) ? load4_at(x + o.offset + tap_offset(g, c)) : make_uint4(0u, 0u, 0u, 0u);
@@ -162,7 +163,7 @@ struct Im2ColTransposed {
   using Cursor = PixelCursor;
   __device__ Outer outer(int r) const {
     if (r >= taps) return {0, kOutside, kOutside};
-    const TapCursor t = tap_cursor(g, r);
+    const TapCursor t = tap_cursor(g, r, g.in_c);
     return {tap_offset(g, t), t.dh, t.dw};
   }
   __device__ Cursor cursor(int k) const {
@@ -198,17 +199,13 @@ struct Im2ColTransposed {
 // Input-gradient A without stride phases (stride 1, or a dilated strided conv): rows are input pixels (n, hi, wi),
 // k the (kh, kw, co) of the output pixels that read them: dy[n, ho, wo, co] with ho * stride = hi + pad - kh *
 // dilation; taps that land between strides or outside read +0.
-struct OutTapCursor {
-  int k, co, kw, dh, dw;
-};
-
 struct DyGather {
   static constexpr bool kAlongK = true;
   const float* dy;
   Geometry g;
   int rows, k_size;
   struct Outer { int base, h, w; };
-  using Cursor = OutTapCursor;
+  using Cursor = TapCursor;  // over dy's channels
   __device__ Outer outer(int r) const {
     if (r >= rows) return {0, kOutside, kOutside};
     const int hw = g.in_h * g.in_w;
@@ -216,48 +213,28 @@ struct DyGather {
     const int hi = rest / g.in_w, wi = rest - hi * g.in_w;
     return {n * g.out_h * g.out_w * g.out_c, hi + g.pad_top, wi + g.pad_left};
   }
-  __device__ Cursor cursor(int k) const {
-    const int t = k / g.out_c, co = k - t * g.out_c;
-    const int kh = t / g.filter_w, kw = t - kh * g.filter_w;
-    return {k, co, kw, kh * g.dilation_h, kw * g.dilation_w};
-  }
-  __device__ void advance(Cursor& c, int step) const {
-    c.k += step;
-    c.co += step;
-    while (c.co >= g.out_c) {
-      c.co -= g.out_c;
-      c.dw += g.dilation_w;
-      if (++c.kw == g.filter_w) {
-        c.kw = 0;
-        c.dw = 0;
-        c.dh += g.dilation_h;
-      }
-    }
-  }
-  __device__ uint32_t load(const Outer& o, const Cursor& c) const {
+  __device__ Cursor cursor(int k) const { return tap_cursor(g, k, g.out_c); }
+  __device__ void advance(Cursor& c, int step) const { tap_advance(g, c, step, g.out_c); }
+  // Where element (o, c) is in dy, or -1 where it reads +0 (outside dy, or between strides).
+  __device__ int offset(const Outer& o, const Cursor& c) const {
     int ho = o.h - c.dh, wo = o.w - c.dw;
-    if (c.k >= k_size || ho < 0 || wo < 0) return 0u;
+    if (c.k >= k_size || ho < 0 || wo < 0) return -1;
     if (g.stride_h != 1 || g.stride_w != 1) {  // dilated and strided: the one case that still divides
       const int qh = ho / g.stride_h, qw = wo / g.stride_w;
-      if (qh * g.stride_h != ho || qw * g.stride_w != wo) return 0u;
+      if (qh * g.stride_h != ho || qw * g.stride_w != wo) return -1;
       ho = qh;
       wo = qw;
     }
-    if (ho >= g.out_h || wo >= g.out_w) return 0u;
-    return __float_as_uint(__ldg(dy + o.base + (ho * g.out_w + wo) * g.out_c + c.co));
+    if (ho >= g.out_h || wo >= g.out_w) return -1;
+    return o.base + (ho * g.out_w + wo) * g.out_c + c.ci;
   }
-  __device__ uint4 load4(const Outer& o, const Cursor& c) const {  // co .. co + 3 of one tap
-    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-    int ho = o.h - c.dh, wo = o.w - c.dw;
-    if (c.k >= k_size || ho < 0 || wo < 0) return zero;
-    if (g.stride_h != 1 || g.stride_w != 1) {
-      const int qh = ho / g.stride_h, qw = wo / g.stride_w;
-      if (qh * g.stride_h != ho || qw * g.stride_w != wo) return zero;
-      ho = qh;
-      wo = qw;
-    }
-    if (ho >= g.out_h || wo >= g.out_w) return zero;
-    return load4_at(dy + o.base + (ho * g.out_w + wo) * g.out_c + c.co);
+  __device__ uint32_t load(const Outer& o, const Cursor& c) const {
+    const int at = offset(o, c);
+    return at >= 0 ? __float_as_uint(__ldg(dy + at)) : 0u;
+  }
+  __device__ uint4 load4(const Outer& o, const Cursor& c) const {  // channels ci .. ci + 3 of one tap
+    const int at = offset(o, c);
+    return at >= 0 ? load4_at(dy + at) : make_uint4(0u, 0u, 0u, 0u);
   }
   bool vector_ok() const { return aligned16(dy) && g.out_c % 4 == 0; }
 };
