@@ -87,9 +87,9 @@ struct GemmParams {
 // One operand's part of a k tile: which elements this thread stages and where they go. A thread stages kGroups groups
 // of V elements (V = 4: one 16-byte load per group, where the operand's layout allows it; see vector_ok). Read along
 // k, a group is V consecutive k of one outer index; the tile's rows hold kBK / V groups, a thread's k offset is the
-// same in all its groups and its outer indices differ by kOuterStep: kGroups outer infos and one cursor. Read along
+// same in all its groups and its outer indices differ by kStride: kGroups outer infos and one cursor. Read along
 // outer, a group is V consecutive outer indices at one k; a thread's outer offset is the same in all its groups and
-// its k differ by kStep: one outer info and one cursor, stepped from group to group. Where element (g, v) lands in
+// its k differ by kStride: one outer info and one cursor, stepped from group to group. Where element (g, v) lands in
 // the shared tile ([k][outer], kLd words a row) is the thread's base offset plus a constant, so staging costs no
 // address arithmetic.
 template <int BO, int kThreads, int kBK, int V, class Loader>
@@ -98,8 +98,7 @@ struct Stage {
   static constexpr int kGroups = kCount / V;
   static constexpr int kPerRow = Loader::kAlongK ? kBK / V : BO / V;  // groups along the contiguous index
   static constexpr int kOuters = Loader::kAlongK ? kGroups : 1;
-  static constexpr int kOuterStep = kThreads / kPerRow;  // outer between a thread's groups, read along k
-  static constexpr int kStep = kThreads / kPerRow;       // k between a thread's groups, read along outer
+  static constexpr int kStride = kThreads / kPerRow;  // between a thread's groups: outer (read along k) or k
   static_assert(kGroups * V * kThreads == BO * kBK, "tile not divisible among threads");
   static_assert(kThreads % kPerRow == 0, "thread mapping");
   __device__ static int contiguous(int tid) { return (tid % kPerRow) * V; }  // k offset, or outer offset
@@ -108,7 +107,7 @@ struct Stage {
   __device__ static void outers(const Loader& l, int origin, int tid, typename Loader::Outer* out) {
 #pragma unroll
     for (int g = 0; g < kOuters; ++g)
-      out[g] = l.outer(origin + (Loader::kAlongK ? strided(tid) + g * kOuterStep : contiguous(tid)));
+      out[g] = l.outer(origin + (Loader::kAlongK ? strided(tid) + g * kStride : contiguous(tid)));
   }
 
   __device__ static typename Loader::Cursor cursor(const Loader& l, int k0, int tid) {
@@ -122,7 +121,7 @@ struct Stage {
   }
   template <int kLd>
   __device__ static constexpr int offset(int g, int v) {
-    return Loader::kAlongK ? v * kLd + g * kOuterStep : g * kStep * kLd + v;
+    return Loader::kAlongK ? v * kLd + g * kStride : g * kStride * kLd + v;
   }
 
   __device__ static void load_group(const Loader& l, const typename Loader::Outer& o, const typename Loader::Cursor& c,
@@ -147,7 +146,7 @@ struct Stage {
 #pragma unroll
       for (int g = 0; g < kGroups; ++g) {
         load_group(l, outer[0], at, at.k < k_end, out + g * V);
-        if (g + 1 < kGroups) l.advance(at, kStep);
+        if (g + 1 < kGroups) l.advance(at, kStride);
       }
     }
     l.advance(c, kBK);
@@ -395,8 +394,14 @@ Split split_for(int64_t m, int64_t n, int64_t k) {
 // Narrow outputs (n <= 64: the first ResNet stage, most matmuls of small layers) use 128 x 64 tiles.
 bool narrow(int64_t n) { return n <= 64; }
 
+// The k slices of a GEMM, from its shapes alone by the nominal tile (128 x 64 for narrow outputs, else 128 x 128),
+// whichever kernel runs it: the bits never depend on the operands' alignment.
+Split nominal_split(int64_t m, int64_t n, int64_t k) {
+  return narrow(n) ? split_for<128, 64>(m, n, k) : split_for<128, 128>(m, n, k);
+}
+
 size_t workspace_for(int64_t m, int64_t n, int64_t k) {
-  const Split s = narrow(n) ? split_for<128, 64>(m, n, k) : split_for<128, 128>(m, n, k);
+  const Split s = nominal_split(m, n, k);
   return s.splits > 1 ? static_cast<size_t>(s.splits) * m * n * sizeof(float) : 0;
 }
 
@@ -491,11 +496,9 @@ LaunchStatus launch(const GpuMultiplier& mult, LoadA a, LoadB b, int64_t m, int6
     if (rows.ldc < 0) rows.ldc = static_cast<int>(n);
   }
   p.rows = rows;
-  // The k slices follow from the shapes alone (the nominal tile: 128 x 64 for narrow outputs, else 128 x 128),
-  // whichever kernel runs, so the bits never depend on the operands' alignment. Operands that can be read four
-  // floats at a time (every ResNet layer but the first) take the kernels with 16-byte loads; the rest, the 128 x 64
-  // kernel with single loads (one fallback instantiation per mode, not two).
-  const Split s = narrow(n) ? split_for<128, 64>(m, n, k) : split_for<128, 128>(m, n, k);
+  // Operands that can be read four floats at a time (every ResNet layer but the first) take the kernels with 16-byte
+  // loads; the rest, the 128 x 64 kernel with single loads (one fallback instantiation per mode, not two).
+  const Split s = nominal_split(m, n, k);
   if (a.vector_ok() && b.vector_ok() && k % 4 == 0) {
     if (narrow(n)) return launch_tiles<128, 64, 4>(mult.mode, p, m, n, k, s, c, workspace, stream);
     return launch_tiles<128, 128, 4>(mult.mode, p, m, n, k, s, c, workspace, stream);
