@@ -2,11 +2,11 @@
 commands of the CUDA core and of the TF GPU kernels, and finding an existing CUDA build on a node without nvcc.
 
 nvcc is found through CUDA_HOME (its bin/nvcc) or PATH (a cluster's `module load cuda`). Architectures are names as
-nvcc spells them: `sm_XY` compiles machine code for compute capability X.Y (-gencode arch=compute_XY,code=sm_XY),
-`compute_XY` embeds PTX that the driver compiles for X.Y and newer GPUs (code=compute_XY; nvcc skips ptxas, the
-cheapest build). Default: the visible GPUs' (nvidia-smi), else DEFAULT_ARCHS less those this nvcc cannot compile
-for (CUDA 13 dropped Volta: a V100, sm_70, needs a CUDA 12 nvcc), with a warning. An architecture asked for by name,
-or a visible GPU's, that this nvcc cannot compile for is an error.
+nvcc spells them: `sm_XY` compiles machine code for compute capability X.Y, `compute_XY` embeds PTX that the driver
+compiles for X.Y and newer GPUs (nvcc skips ptxas, the cheapest build); one front-end pass serves them all
+(gencode_flags). Default: the visible GPUs' (nvidia-smi), else DEFAULT_ARCHS less those this nvcc cannot compile for
+(CUDA 13 dropped Volta: a V100, sm_70, needs a CUDA 12 nvcc), with a warning. An architecture asked for by name, or a
+visible GPU's, that this nvcc cannot compile for is an error.
 """
 
 from __future__ import annotations
@@ -126,10 +126,23 @@ def _number(arch: str) -> int:
 
 
 def gencode_flags(archs: tuple[str, ...]) -> list[str]:
+    """nvcc's -gencode flags for `archs`. The plain architectures share one front-end pass (cicc, ~22 s of a source's
+    ~35 s per architecture on the 2-core build machine): every sm_XY's machine code, and the PTX where a compute_XY
+    is asked for, come from the PTX of the lowest of them, which runs on every GPU the asked-for PTX runs on. The
+    kernels use nothing newer than that PTX offers: sm_90 code from compute_80 PTX and from compute_90 PTX is the
+    same, byte for byte (nvcc 13.0, checked 2026-11-24). Architecture-specific ones (sm_90a) keep their own pass."""
+    plain = [_ARCH.match(arch).groups() for arch in archs if not _ARCH.match(arch).group(3)]
     flags = []
+    if plain:
+        lowest = min(int(number) for _, number, _ in plain)
+        codes = [f"sm_{number}" for kind, number, _ in plain if kind == "sm"]
+        if any(kind == "compute" for kind, _, _ in plain):
+            codes.append(f"compute_{lowest}")
+        flags += ["-gencode", f"arch=compute_{lowest},code=[{','.join(codes)}]"]
     for arch in archs:
         kind, number, suffix = _ARCH.match(arch).groups()
-        flags += ["-gencode", f"arch=compute_{number}{suffix},code={kind}_{number}{suffix}"]
+        if suffix:
+            flags += ["-gencode", f"arch=compute_{number}{suffix},code={kind}_{number}{suffix}"]
     return flags
 
 

@@ -1,8 +1,8 @@
 // The CUDA GEMM kernel template and its launch, shared by the op files (gemm_cuda_*.cu, one per loader pair so
 // they compile in parallel): C[m, n] = sum over k of A[m, k] (*) B[k, n].
 //
-// Tiling (SGEMM style): a block computes a BM x BN tile of C with (BM/8) x (BN/8) threads, each thread an 8 x 8
-// register tile; K advances by tile_k (8 or 16) per step. Operands are decoded once per tile element when the tile is
+// Tiling (SGEMM style): a block computes a BM x BN tile of C, each thread an 8 x 8 register tile (lut: 16 x 4 or
+// 32 x 2, thread_cols); K advances by tile_k (8 or 16) per step. Operands are decoded once per tile element when the tile is
 // staged in shared memory (gemm_cuda_modes.cuh), so the inner loop spends 2-8 instructions per product instead of
 // the ~20 of the scalar definitions. Two shared buffers let a thread decode tile t + 1 and issue the loads of t + 2
 // while the block computes tile t, with one barrier per tile; operands read four floats at a time where their layout
@@ -52,8 +52,21 @@ constexpr int tile_k(int bn) {
 #endif
 }
 constexpr int kSliceAlign = 16;  // split-K slices are whole tiles of every mode
-constexpr int kThreadTile = 8;  // each thread: 8 rows x 8 columns of C
-constexpr int kPad = 4;         // shared rows padded by 4 floats: conflict-free stores, 16-byte aligned reads
+constexpr int kPad = 4;          // shared rows padded by 4 floats: conflict-free stores, 16-byte aligned reads
+constexpr int kThreadProducts = 64;  // every mode's thread tile: 8 x 8, or lut's 16 x 4 and 32 x 2
+
+// The thread tile: rows x columns of C per thread. lut's lookups are conflict-free only when the 32 lanes of a warp
+// share their rows (their left operands: gemm_cuda_modes.cuh), so a warp spans the block's BN columns (16 x 4 or
+// 32 x 2); the other modes take 8 x 8, the fewest fragment reads per product. (8 x 4 for am16 and Mitchell, 512
+// threads of at most 128 registers and twice the warps per SM, ran at the same speed on the H100: not kept.)
+template <Mode M, int BN>
+constexpr int thread_cols() {
+  return M == Mode::kTable ? BN / 32 : 8;
+}
+template <Mode M, int BN>
+constexpr int thread_rows() {
+  return M == Mode::kTable ? kThreadProducts / thread_cols<M, BN>() : 8;
+}
 
 // Path counters of this translation unit (without relocatable device code each .cu has its own module and its own
 // copy; gemm_cuda.cu adds them up): [fast, generic] (block, k tile) steps.
@@ -154,16 +167,16 @@ struct Stage {
 
   // Decodes this thread's elements into a shared buffer (raw bits and the mode's planes) at `at` (from base());
   // true if any is outside the fast range.
-  template <Mode M, int kLd>
-  __device__ static bool store(const uint32_t* in, bool left, uint32_t* raw, uint32_t* planes) {
-    constexpr int kP = Fast<M>::kPlanes;
+  template <Mode M, int kLd, bool kLeft>
+  __device__ static bool store(const uint32_t* in, uint32_t* raw, uint32_t* planes) {
+    constexpr int kP = kLeft ? LeftPlanes<Fast<M>>::value : Fast<M>::kPlanes;
     bool outside = false;
 #pragma unroll
     for (int g = 0; g < kGroups; ++g) {
-      uint32_t w[V][kP];
+      uint32_t w[V][Fast<M>::kPlanes];
 #pragma unroll
       for (int v = 0; v < V; ++v) {
-        Fast<M>::decode(in[g * V + v], left, w[v]);
+        Fast<M>::decode(in[g * V + v], kLeft, w[v]);
         outside |= !Fast<M>::exact(in[g * V + v]);
       }
       if constexpr (V == 4 && !Loader::kAlongK) {  // four consecutive words of a row: one 16-byte store each
@@ -190,38 +203,80 @@ struct Stage {
   }
 };
 
-// A thread's 8 rows (or columns) of its tile: 4 at 4 * t and 4 at half + 4 * t, so that the 16-byte fragment reads of
-// a warp's threads are contiguous in shared memory (8 at 8 * t would put lanes 32 bytes apart: 2-way conflicts).
-template <int kSize>
-__device__ __forceinline__ int fragment_index(int t, int i) {
-  return (i < 4 ? 0 : kSize / 2) + 4 * t + (i & 3);
+// A thread's kT rows (or columns) of its tile, in groups of four (or kT < 4) consecutive ones: group g at
+// g * kSize / groups + 4 * t, so that the 16-byte fragment reads of a warp's threads are contiguous in shared memory
+// (8 at 8 * t would put lanes 32 bytes apart: 2-way conflicts).
+template <int kT>
+constexpr int fragment_vector() {
+  return kT < 4 ? kT : 4;
 }
 
-template <int kSize>
+template <int kSize, int kT>
+__device__ __forceinline__ int fragment_index(int t, int i) {
+  constexpr int kVec = fragment_vector<kT>(), kGroupStride = kSize / (kT / kVec);
+  return (i / kVec) * kGroupStride + kVec * t + i % kVec;
+}
+
+template <int kSize, int kT>
 __device__ __forceinline__ void read_fragment(const uint32_t* row, int t, uint32_t* out) {
-  const uint4 lo = *reinterpret_cast<const uint4*>(row + 4 * t);
-  const uint4 hi = *reinterpret_cast<const uint4*>(row + kSize / 2 + 4 * t);
-  out[0] = lo.x; out[1] = lo.y; out[2] = lo.z; out[3] = lo.w;
-  out[4] = hi.x; out[5] = hi.y; out[6] = hi.z; out[7] = hi.w;
+  constexpr int kVec = fragment_vector<kT>(), kGroupStride = kSize / (kT / kVec);
+#pragma unroll
+  for (int g = 0; g < kT / kVec; ++g) {
+    const uint32_t* at = row + g * kGroupStride + kVec * t;
+    if constexpr (kVec == 4) {
+      const uint4 q = *reinterpret_cast<const uint4*>(at);
+      out[4 * g] = q.x; out[4 * g + 1] = q.y; out[4 * g + 2] = q.z; out[4 * g + 3] = q.w;
+    } else if constexpr (kVec == 2) {
+      const uint2 q = *reinterpret_cast<const uint2*>(at);
+      out[2 * g] = q.x; out[2 * g + 1] = q.y;
+    } else {
+      out[g] = at[0];
+    }
+  }
+}
+
+// The generic path's products of one k step, products[i * kTN + j] = product<M>(a_i, b_j) for the thread's kTM rows of
+// A's row `a` and kTN columns of B's row `b` (a_groups, b_groups: fragment_index's group strides). One non-inlined
+// function per mode and thread tile: the scalar definitions are long (am32's ~100 instructions), and inlining them
+// 64 times into every kernel variant doubled the library's build time (docs/performance.md, "Build time").
+template <Mode M, int kTM, int kTN>
+__device__ __noinline__ void generic_products(const uint32_t* a, const uint32_t* b, int a_groups, int b_groups, int ty,
+                                              int tx, const uint8_t* table7, float* products) {
+  constexpr int kVecA = fragment_vector<kTM>(), kVecB = fragment_vector<kTN>();
+#pragma unroll 1
+  for (int i = 0; i < kTM; ++i) {
+    const float ai = __uint_as_float(a[(i / kVecA) * a_groups + kVecA * ty + i % kVecA]);
+#pragma unroll 1
+    for (int j = 0; j < kTN; ++j)
+      products[i * kTN + j] = product<M>(ai, __uint_as_float(b[(j / kVecB) * b_groups + kVecB * tx + j % kVecB]), table7);
+  }
 }
 
 // Words of one shared buffer: raw A and B tiles, then the decoded planes (none where the raw bits are the plane).
 template <Mode M>
 constexpr int buffer_words(int bm, int bn) {
-  return (1 + (Fast<M>::kRawIsPlane ? 0 : Fast<M>::kPlanes)) * tile_k<M>(bn) * ((bm + kPad) + (bn + kPad));
+  constexpr bool kRaw = Fast<M>::kRawIsPlane;
+  return tile_k<M>(bn) * ((1 + (kRaw ? 0 : LeftPlanes<Fast<M>>::value)) * (bm + kPad) +
+                          (1 + (kRaw ? 0 : Fast<M>::kPlanes)) * (bn + kPad));
 }
 
 // Software pipeline, one barrier per k tile: shared memory holds two buffers. While the block computes tile t from
 // buffer t % 2, each thread decodes tile t + 1 (loaded into registers during tile t - 1) into the other buffer and
 // issues the global loads of tile t + 2; the barrier that closes tile t also ORs the threads' range checks of
 // tile t + 1, which decides its path.
+template <Mode M, int BM, int BN>
+constexpr int block_threads() {
+  return (BM / thread_rows<M, BN>()) * (BN / thread_cols<M, BN>());
+}
+
 template <Mode M, int BM, int BN, int V, class LoadA, class LoadB, class Rows>
-__global__ void __launch_bounds__((BM / kThreadTile) * (BN / kThreadTile), AMDNN_GPU_MIN_BLOCKS)
+__global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOCKS)
     gemm_kernel(const GemmParams<LoadA, LoadB, Rows> p) {
   using F = Fast<M>;
-  constexpr int kThreads = (BM / kThreadTile) * (BN / kThreadTile);
+  constexpr int kTN = thread_cols<M, BN>(), kTM = thread_rows<M, BN>();
+  constexpr int kThreads = block_threads<M, BM, BN>();
   constexpr int kBK = tile_k<M>(BN);
-  constexpr int kP = F::kPlanes;
+  constexpr int kP = F::kPlanes, kPA = LeftPlanes<F>::value;
   constexpr int kLdA = BM + kPad, kLdB = BN + kPad;
   constexpr int kBufferWords = buffer_words<M>(BM, BN);
   using StageA = Stage<BM, kThreads, kBK, V, LoadA>;
@@ -234,10 +289,10 @@ __global__ void __launch_bounds__((BM / kThreadTile) * (BN / kThreadTile), AMDNN
   auto raw_a = [&](int s) { return buffers + s * kBufferWords; };
   auto raw_b = [&](int s) { return raw_a(s) + kBK * kLdA; };
   auto dec_a = [&](int s) { return F::kRawIsPlane ? raw_a(s) : raw_b(s) + kBK * kLdB; };
-  auto dec_b = [&](int s) { return F::kRawIsPlane ? raw_b(s) : dec_a(s) + kP * kBK * kLdA; };
+  auto dec_b = [&](int s) { return F::kRawIsPlane ? raw_b(s) : dec_a(s) + kPA * kBK * kLdA; };
 
   const int tid = threadIdx.x;
-  const int tx = tid % (BN / kThreadTile), ty = tid / (BN / kThreadTile);
+  const int tx = tid % (BN / kTN), ty = tid / (BN / kTN);
   const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
   const int k_begin = blockIdx.z * p.k_per_split;
   const int k_end = min(p.k, k_begin + p.k_per_split);
@@ -246,10 +301,7 @@ __global__ void __launch_bounds__((BM / kThreadTile) * (BN / kThreadTile), AMDNN
   if constexpr (M == Mode::kAm16) {
     for (int i = tid; i < 256 * 32; i += kThreads) reinterpret_cast<float*>(table)[i] = p.sums.g[i >> 5];
   } else if constexpr (M == Mode::kTable) {
-    for (int i = tid; i < kTableSize; i += kThreads) {
-      const uint32_t entry = p.table7[i];
-      reinterpret_cast<uint32_t*>(table)[i] = ((127u + (entry >> 7)) << 23) | ((entry & 0x7Fu) << 16);
-    }
+    for (int i = tid; i < kTableSize; i += kThreads) table[i] = static_cast<char>(p.table7[i]);  // any alignment
   }
   const char* table_lane = table + (M == Mode::kAm16 ? 4 * (tid & 31) : 0);
 
@@ -266,15 +318,15 @@ __global__ void __launch_bounds__((BM / kThreadTile) * (BN / kThreadTile), AMDNN
   };
   const int at_a = StageA::template base<kLdA>(tid), at_b = StageB::template base<kLdB>(tid);
   auto stage = [&](int s) {
-    const bool outside_a = StageA::template store<M, kLdA>(next_a, true, raw_a(s) + at_a, dec_a(s) + at_a);
-    return StageB::template store<M, kLdB>(next_b, false, raw_b(s) + at_b, dec_b(s) + at_b) || outside_a;
+    const bool outside_a = StageA::template store<M, kLdA, true>(next_a, raw_a(s) + at_a, dec_a(s) + at_a);
+    return StageB::template store<M, kLdB, false>(next_b, raw_b(s) + at_b, dec_b(s) + at_b) || outside_a;
   };
 
-  float acc[kThreadTile][kThreadTile];
+  float acc[kTM][kTN];
 #pragma unroll
-  for (int i = 0; i < kThreadTile; ++i)
+  for (int i = 0; i < kTM; ++i)
 #pragma unroll
-    for (int j = 0; j < kThreadTile; ++j) acc[i][j] = 0.0f;
+    for (int j = 0; j < kTN; ++j) acc[i][j] = 0.0f;
 
   unsigned fast_steps = 0, generic_steps = 0;
   bool outside = false;
@@ -297,20 +349,19 @@ __global__ void __launch_bounds__((BM / kThreadTile) * (BN / kThreadTile), AMDNN
       const uint32_t* const db = dec_b(s);
 #pragma unroll
       for (int kk = 0; kk < kBK; ++kk) {
-        uint32_t a[kP][kThreadTile], b[kP][kThreadTile];
+        uint32_t a[kPA][kTM], b[kP][kTN];
 #pragma unroll
-        for (int q = 0; q < kP; ++q) {
-          read_fragment<BM>(da + (q * kBK + kk) * kLdA, ty, a[q]);
-          read_fragment<BN>(db + (q * kBK + kk) * kLdB, tx, b[q]);
-        }
+        for (int q = 0; q < kPA; ++q) read_fragment<BM, kTM>(da + (q * kBK + kk) * kLdA, ty, a[q]);
 #pragma unroll
-        for (int i = 0; i < kThreadTile; ++i)
+        for (int q = 0; q < kP; ++q) read_fragment<BN, kTN>(db + (q * kBK + kk) * kLdB, tx, b[q]);
 #pragma unroll
-          for (int j = 0; j < kThreadTile; ++j) {
-            uint32_t ai[kP], bj[kP];
+        for (int i = 0; i < kTM; ++i)
+#pragma unroll
+          for (int j = 0; j < kTN; ++j) {
+            uint32_t ai[kP] = {}, bj[kP];
 #pragma unroll
             for (int q = 0; q < kP; ++q) {
-              ai[q] = a[q][i];
+              if (q < kPA) ai[q] = a[q < kPA ? q : 0][i];
               bj[q] = b[q][j];
             }
             acc[i][j] = F::madd(acc[i][j], ai, bj, table_lane);
@@ -320,30 +371,29 @@ __global__ void __launch_bounds__((BM / kThreadTile) * (BN / kThreadTile), AMDNN
       ++generic_steps;
       const uint32_t* const ra = raw_a(s);
       const uint32_t* const rb = raw_b(s);
-      for (int kk = 0; kk < kBK; ++kk)
+      for (int kk = 0; kk < kBK; ++kk) {
+        float products[kThreadProducts];
+        generic_products<M, kTM, kTN>(ra + kk * kLdA, rb + kk * kLdB, BM / (kTM / fragment_vector<kTM>()),
+                                      BN / (kTN / fragment_vector<kTN>()), ty, tx, p.table7, products);
 #pragma unroll
-        for (int i = 0; i < kThreadTile; ++i) {
-          const float a = __uint_as_float(ra[kk * kLdA + fragment_index<BM>(ty, i)]);
+        for (int i = 0; i < kTM; ++i)
 #pragma unroll
-          for (int j = 0; j < kThreadTile; ++j) {
-            const float b = __uint_as_float(rb[kk * kLdB + fragment_index<BN>(tx, j)]);
-            acc[i][j] = add_keeping_nan(acc[i][j], product<M>(a, b, p.table7));
-          }
-        }
+          for (int j = 0; j < kTN; ++j) acc[i][j] = add_keeping_nan(acc[i][j], products[i * kTN + j]);
+      }
     }
     generic = __syncthreads_or(outside);
   }
 
   float* c = p.c + blockIdx.z * p.split_stride;
 #pragma unroll
-  for (int i = 0; i < kThreadTile; ++i) {
-    const int r = row0 + fragment_index<BM>(ty, i);
+  for (int i = 0; i < kTM; ++i) {
+    const int r = row0 + fragment_index<BM, kTM>(ty, i);
     if (r >= p.m) continue;
     // split partial results are dense [m, n] slices of the workspace
     const long long row_start = p.split_stride ? static_cast<long long>(r) * p.n : p.rows.offset(r);
 #pragma unroll
-    for (int j = 0; j < kThreadTile; ++j) {
-      const int col = col0 + fragment_index<BN>(tx, j);
+    for (int j = 0; j < kTN; ++j) {
+      const int col = col0 + fragment_index<BN, kTN>(tx, j);
       if (col < p.n) c[row_start + col] = acc[i][j];
     }
   }
@@ -419,7 +469,7 @@ SumTable am16_sums() {
 template <Mode M, int BM, int BN, int V, class LoadA, class LoadB, class Rows>
 LaunchStatus launch_mode(const GemmParams<LoadA, LoadB, Rows>& base, int64_t m, int64_t n, int64_t k, const Split& s,
                          float* c, void* workspace, cudaStream_t stream) {
-  constexpr int kThreads = (BM / kThreadTile) * (BN / kThreadTile);
+  constexpr int kThreads = block_threads<M, BM, BN>();
   const size_t smem = static_cast<size_t>(2 * buffer_words<M>(BM, BN)) * 4 + table_bytes<M>();  // two buffers, the table
   static std::once_flag configured;
   static cudaError_t configure_status = cudaSuccess;

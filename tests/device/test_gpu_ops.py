@@ -9,6 +9,8 @@ host (torch.ops.amdnn.products) and from the numpy reference (ops.reference).
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -50,7 +52,14 @@ def _lut_modes(tmp_dir) -> list[str]:
 
 @pytest.fixture(scope="module")
 def modes(tmp_path_factory) -> list[str]:
-    return names(include_native=False) + _lut_modes(tmp_path_factory.mktemp("luts"))
+    """Every mode, or those named in AMDNN_DEVICE_MODES (comma-separated; "lut" for all the tables) when checking
+    one kernel's variant (e.g. a tuning knob in AMDNN_NVCC_FLAGS)."""
+    every = names(include_native=False) + _lut_modes(tmp_path_factory.mktemp("luts"))
+    chosen = [name for name in os.environ.get("AMDNN_DEVICE_MODES", "").split(",") if name]
+    unknown = sorted(set(chosen) - set(names(include_native=False)) - {"lut"})
+    if unknown:
+        pytest.fail(f"AMDNN_DEVICE_MODES names {unknown}; valid: {names(include_native=False) + ['lut']}", pytrace=False)
+    return [mode for mode in every if not chosen or mode.split(":")[0] in chosen]
 
 
 def same_bits(x, y) -> np.ndarray:

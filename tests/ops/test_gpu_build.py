@@ -197,9 +197,11 @@ def test_existing_build_must_cover_the_gpu(monkeypatch, tmp_path):
 
 def test_architectures_and_their_gencode_flags():
     assert cuda_build.parse_archs("sm_70, sm_80,sm_70,compute_90") == ("sm_70", "sm_80", "compute_90")
-    assert cuda_build.gencode_flags(("sm_70", "compute_90", "sm_90a")) == [
-        "-gencode", "arch=compute_70,code=sm_70", "-gencode", "arch=compute_90,code=compute_90",
-        "-gencode", "arch=compute_90a,code=sm_90a"]
+    # one front-end pass for the plain architectures, from the lowest; the architecture-specific one apart
+    assert cuda_build.gencode_flags(("sm_80", "sm_90", "compute_90", "sm_90a")) == [
+        "-gencode", "arch=compute_80,code=[sm_80,sm_90,compute_80]", "-gencode", "arch=compute_90a,code=sm_90a"]
+    assert cuda_build.gencode_flags(("sm_90", "compute_80")) == ["-gencode", "arch=compute_80,code=[sm_90,compute_80]"]
+    assert cuda_build.gencode_flags(("compute_90",)) == ["-gencode", "arch=compute_90,code=[compute_90]"]
     for bad in ("", "70", "sm70", "sm_70;sm_80", "gfx90a"):
         with pytest.raises(build.BuildError, match="each architecture must be sm_XY"):
             cuda_build.parse_archs(bad)
