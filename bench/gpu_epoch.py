@@ -64,7 +64,19 @@ class Epoch:
         self.model = build_model(model_name, multiplier, tuple(images.shape[1:]), classes, seed=0)
         self.optimizer = optim.make_optimizer(self.recipe)
         self.optimizer.build(self.model.trainable_variables)
-        self.loss = keras.losses.SparseCategoricalCrossentropy(from_logits=False)
+        # No host-device synchronisation inside a step, so the host runs ahead of the GPU as a compiled graph would
+        # (torch.cuda.set_sync_debug_mode, 2026-11-24: Keras' torch backend synchronised four times a step, a step
+        # then costing about host plus GPU time): the learning rate is a Python float read through a
+        # callable (assigning a float to the optimizer's variable copies it to the GPU and waits, and torch SGD reads
+        # a variable back to the host for its foreach alpha), and the mean over the batch is the sum divided by the
+        # batch size as a float (the "sum_over_batch_size" reduction copies the divisor to the GPU each step).
+        self.learning_rate = float(self.recipe["optimizer"]["lr"])
+        self.optimizer.learning_rate = lambda: self.learning_rate
+        self.loss = keras.losses.SparseCategoricalCrossentropy(from_logits=False, reduction="sum")
+        # The update without Keras' iteration counter, whose assign_add(1) copies a Python 1 to the GPU and waits: the
+        # last synchronisation of a step. The schedule is the bench's own (the learning rate above); SGD with momentum
+        # has no other use for the counter.
+        self.apply_update = getattr(self.optimizer, "_backend_apply_gradients", self.optimizer.apply)
         self.l2 = optim.coupled_l2(self.recipe["optimizer"])
         self.images, self.labels = images, labels
         self.batch = self.recipe["batch_size"]
@@ -79,12 +91,12 @@ class Epoch:
         rows = self.order[position * self.batch:(position + 1) * self.batch]
         trainable = self.model.trainable_variables
         self.model.zero_grad()
-        loss = self.loss(self.labels[rows], self.model(self.images[rows], training=True))
+        loss = self.loss(self.labels[rows], self.model(self.images[rows], training=True)) / float(len(rows))
         loss.backward()
         grads = optim.with_l2([v.value.grad for v in trainable], [v.value for v in trainable], self.l2)
-        self.optimizer.learning_rate.assign(optim.learning_rate(self.recipe, self.step_index, self.steps_per_epoch))
+        self.learning_rate = optim.learning_rate(self.recipe, self.step_index, self.steps_per_epoch)
         with torch.no_grad():
-            self.optimizer.apply(grads, trainable)
+            self.apply_update(grads, trainable)
         self.step_index += 1
         return loss
 
