@@ -108,10 +108,12 @@ def test_status_says_why_a_job_waits_and_why_a_cell_gave_up(slurm, sandbox, tmp_
     # ... beside two long training cells of a job array that runs one task at a time: the second one waits.
     sandbox.launch("mult=native", "seed=0,1", "train.epochs=300", "cluster.array_parallelism=1",
                    "cluster.walltime=00:10:00")
-    rows = sandbox.wait(lambda rs: any(r["why"].startswith("waiting: ") for r in rs), timeout=150,
-                        what="a cell waiting with the scheduler's reason")
-    (waiting,) = [r for r in rows if r["state"] == "queued"]
-    assert waiting["why"] == "waiting: JobArrayTaskLimit", rows
+    # (The MNIST cell may itself be queued a moment, "waiting: Resources" on a 2-core machine: wait for the array's
+    # reason, not for any.)
+    rows = sandbox.wait(lambda rs: any(r["why"] == "waiting: JobArrayTaskLimit" for r in rs), timeout=150,
+                        what="the array's second cell waiting with the scheduler's reason")
+    (waiting,) = [r for r in rows if r["why"] == "waiting: JobArrayTaskLimit"]
+    assert waiting["state"] == "queued" and waiting["dataset"] != "mnist", rows
     table = sandbox.module("orchestrator.cluster.status").stdout
     assert "waiting: JobArrayTaskLimit" in table and "| why" in table
     subprocess.run(["scancel", waiting["job_id"].split("_")[0]], check=True, timeout=60)
