@@ -131,16 +131,16 @@ def gencode_flags(archs: tuple[str, ...]) -> list[str]:
     is asked for, come from the PTX of the lowest of them, which runs on every GPU the asked-for PTX runs on. The
     kernels use nothing newer than that PTX offers: sm_90 code from compute_80 PTX and from compute_90 PTX is the
     same, byte for byte (nvcc 13.0, checked 2026-11-24). Architecture-specific ones (sm_90a) keep their own pass."""
-    plain = [_ARCH.match(arch).groups() for arch in archs if not _ARCH.match(arch).group(3)]
+    parsed = [_ARCH.match(arch).groups() for arch in archs]  # (kind, number, suffix)
+    plain = [(kind, number) for kind, number, suffix in parsed if not suffix]
     flags = []
     if plain:
-        lowest = min(int(number) for _, number, _ in plain)
-        codes = [f"sm_{number}" for kind, number, _ in plain if kind == "sm"]
-        if any(kind == "compute" for kind, _, _ in plain):
+        lowest = min(int(number) for _, number in plain)
+        codes = [f"sm_{number}" for kind, number in plain if kind == "sm"]
+        if any(kind == "compute" for kind, _ in plain):
             codes.append(f"compute_{lowest}")
         flags += ["-gencode", f"arch=compute_{lowest},code=[{','.join(codes)}]"]
-    for arch in archs:
-        kind, number, suffix = _ARCH.match(arch).groups()
+    for kind, number, suffix in parsed:
         if suffix:
             flags += ["-gencode", f"arch=compute_{number}{suffix},code={kind}_{number}{suffix}"]
     return flags

@@ -2,9 +2,9 @@
 // they compile in parallel): C[m, n] = sum over k of A[m, k] (*) B[k, n].
 //
 // Tiling (SGEMM style): a block computes a BM x BN tile of C, each thread an 8 x 8 register tile (lut: 16 x 4 or
-// 32 x 2, thread_cols); K advances by tile_k (8 or 16) per step. Operands are decoded once per tile element when the tile is
-// staged in shared memory (gemm_cuda_modes.cuh), so the inner loop spends 2-8 instructions per product instead of
-// the ~20 of the scalar definitions. Two shared buffers let a thread decode tile t + 1 and issue the loads of t + 2
+// 32 x 2, thread_cols); K advances by tile_k (8 or 16) per step. Operands are decoded once per tile element when
+// the tile is staged in shared memory (gemm_cuda_modes.cuh), so the inner loop spends 2-8 instructions per product
+// instead of the ~20 of the scalar definitions. Two shared buffers let a thread decode tile t + 1 and issue the loads of t + 2
 // while the block computes tile t, with one barrier per tile; operands read four floats at a time where their layout
 // allows (measured in docs/performance.md, "What each change bought").
 //
@@ -212,14 +212,25 @@ constexpr int fragment_vector() {
 }
 
 template <int kSize, int kT>
+constexpr int fragment_group_stride() {
+  return kSize / (kT / fragment_vector<kT>());
+}
+
+// Element i of thread t's fragment, for groups `group_stride` apart (a run-time stride for generic_products).
+template <int kT>
+__device__ __forceinline__ int fragment_offset(int t, int i, int group_stride) {
+  constexpr int kVec = fragment_vector<kT>();
+  return (i / kVec) * group_stride + kVec * t + i % kVec;
+}
+
+template <int kSize, int kT>
 __device__ __forceinline__ int fragment_index(int t, int i) {
-  constexpr int kVec = fragment_vector<kT>(), kGroupStride = kSize / (kT / kVec);
-  return (i / kVec) * kGroupStride + kVec * t + i % kVec;
+  return fragment_offset<kT>(t, i, fragment_group_stride<kSize, kT>());
 }
 
 template <int kSize, int kT>
 __device__ __forceinline__ void read_fragment(const uint32_t* row, int t, uint32_t* out) {
-  constexpr int kVec = fragment_vector<kT>(), kGroupStride = kSize / (kT / kVec);
+  constexpr int kVec = fragment_vector<kT>(), kGroupStride = fragment_group_stride<kSize, kT>();
 #pragma unroll
   for (int g = 0; g < kT / kVec; ++g) {
     const uint32_t* at = row + g * kGroupStride + kVec * t;
@@ -236,19 +247,18 @@ __device__ __forceinline__ void read_fragment(const uint32_t* row, int t, uint32
 }
 
 // The generic path's products of one k step, products[i * kTN + j] = product<M>(a_i, b_j) for the thread's kTM rows of
-// A's row `a` and kTN columns of B's row `b` (a_groups, b_groups: fragment_index's group strides). One non-inlined
+// A's row `a` and kTN columns of B's row `b` (a_groups, b_groups: fragment_group_stride's). One non-inlined
 // function per mode and thread tile: the scalar definitions are long (am32's ~100 instructions), and inlining them
 // 64 times into every kernel variant doubled the library's build time (docs/performance.md, "Build time").
 template <Mode M, int kTM, int kTN>
 __device__ __noinline__ void generic_products(const uint32_t* a, const uint32_t* b, int a_groups, int b_groups, int ty,
                                               int tx, const uint8_t* table7, float* products) {
-  constexpr int kVecA = fragment_vector<kTM>(), kVecB = fragment_vector<kTN>();
 #pragma unroll 1
   for (int i = 0; i < kTM; ++i) {
-    const float ai = __uint_as_float(a[(i / kVecA) * a_groups + kVecA * ty + i % kVecA]);
+    const float ai = __uint_as_float(a[fragment_offset<kTM>(ty, i, a_groups)]);
 #pragma unroll 1
     for (int j = 0; j < kTN; ++j)
-      products[i * kTN + j] = product<M>(ai, __uint_as_float(b[(j / kVecB) * b_groups + kVecB * tx + j % kVecB]), table7);
+      products[i * kTN + j] = product<M>(ai, __uint_as_float(b[fragment_offset<kTN>(tx, j, b_groups)]), table7);
   }
 }
 
@@ -358,12 +368,11 @@ __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOC
         for (int i = 0; i < kTM; ++i)
 #pragma unroll
           for (int j = 0; j < kTN; ++j) {
-            uint32_t ai[kP] = {}, bj[kP];
+            uint32_t ai[kP] = {}, bj[kP];  // the left operand's planes past kPA are not read
 #pragma unroll
-            for (int q = 0; q < kP; ++q) {
-              if (q < kPA) ai[q] = a[q < kPA ? q : 0][i];
-              bj[q] = b[q][j];
-            }
+            for (int q = 0; q < kPA; ++q) ai[q] = a[q][i];
+#pragma unroll
+            for (int q = 0; q < kP; ++q) bj[q] = b[q][j];
             acc[i][j] = F::madd(acc[i][j], ai, bj, table_lane);
           }
       }
@@ -373,8 +382,8 @@ __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOC
       const uint32_t* const rb = raw_b(s);
       for (int kk = 0; kk < kBK; ++kk) {
         float products[kThreadProducts];
-        generic_products<M, kTM, kTN>(ra + kk * kLdA, rb + kk * kLdB, BM / (kTM / fragment_vector<kTM>()),
-                                      BN / (kTN / fragment_vector<kTN>()), ty, tx, p.table7, products);
+        generic_products<M, kTM, kTN>(ra + kk * kLdA, rb + kk * kLdB, fragment_group_stride<BM, kTM>(),
+                                      fragment_group_stride<BN, kTN>(), ty, tx, p.table7, products);
 #pragma unroll
         for (int i = 0; i < kTM; ++i)
 #pragma unroll
