@@ -20,8 +20,11 @@ import numpy as np
 CUDNN = "cudnn"
 
 
-def cuda_median_ms(fn, repeats: int, warmup: int = 3) -> float:
-    """Median over `repeats` calls of fn's GPU time in ms (CUDA events on torch's current stream), after warm-up."""
+def cuda_median_ms(fn, repeats: int, warmup: int = 3, calls: int = 1) -> float:
+    """Median over `repeats` spans of fn's GPU time per call in ms (CUDA events on torch's current stream), after
+    warm-up. A span of one call also counts the GPU's wait for its first launch (the host's Python and autograd
+    work before it); `calls` back-to-back calls per span let that work overlap the previous call's kernels, as
+    in a training loop, so the span measures the kernels."""
     import torch
 
     for _ in range(warmup):
@@ -31,10 +34,11 @@ def cuda_median_ms(fn, repeats: int, warmup: int = 3) -> float:
     for _ in range(repeats):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        fn()
+        for _ in range(calls):
+            fn()
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end))
+        times.append(start.elapsed_time(end) / calls)
     return statistics.median(times)
 
 

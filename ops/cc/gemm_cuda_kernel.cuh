@@ -2,18 +2,20 @@
 // they compile in parallel): C[m, n] = sum over k of A[m, k] (*) B[k, n].
 //
 // Tiling (SGEMM style): a block computes a BM x BN tile of C, each thread an 8 x 8 register tile (lut: 16 x 4 or
-// 32 x 2, thread_cols); K advances by tile_k (8 or 16) per step. Operands are decoded once per tile element when
-// the tile is staged in shared memory (gemm_cuda_modes.cuh), so the inner loop spends 2-8 instructions per product
-// instead of the ~20 of the scalar definitions. Two shared buffers let a thread decode tile t + 1 and issue the loads of t + 2
-// while the block computes tile t, with one barrier per tile; operands read four floats at a time where their layout
-// allows (measured in docs/performance.md, "What each change bought").
+// 32 x 2, thread_cols), a warp's threads 4 x 8 of them (lut: 1 x 32, warp_cols); K advances by tile_k (8 or 16) per
+// step. Operands are decoded once per tile element when the tile is staged in shared memory (gemm_cuda_modes.cuh), so
+// the inner loop spends 2-8 instructions per product instead of the ~20 of the scalar definitions. Two shared buffers
+// let a thread decode tile t + 1 and issue the loads of t + 2 while the block computes tile t, with one barrier per
+// tile; operands read four floats at a time where their layout allows (measured in docs/performance.md, "What each
+// change bought").
 //
 // Fast and generic paths: the fast formulas are exact only when no operand is inf/NaN and no product can over- or
 // underflow. Every staged operand is checked (biased exponent 0 or in [64, 190], so any exponent sum is in
 // [128, 380], as the CPU kernels require); the barrier that closes a tile ORs the checks of the next, and a tile with
 // any operand outside runs the scalar definitions of multiplier.h on the raw values instead. Both paths add each
 // product into the same running fp32 sum in k order, so they agree bit for bit, and a stray tiny gradient costs
-// only its own tile.
+// only its own tile. Mitchell's tiles are also checked for zeros among their right operands: without any, the fast
+// path drops the right operand's zero mask (F::NonzeroRight: 2 instructions a product instead of 3).
 #ifndef AMDNN_OPS_CC_GEMM_CUDA_KERNEL_CUH_
 #define AMDNN_OPS_CC_GEMM_CUDA_KERNEL_CUH_
 
@@ -39,16 +41,19 @@ namespace {
 #define AMDNN_GPU_MIN_BLOCKS 1
 #endif
 
-// k per staged tile. The modes whose inner loop waits on shared-memory lookups or two planes per operand (am16,
-// lut, Mitchell) run best with 16: half the barriers and twice the independent work between them (H100: am16
-// 3.52x -> 3.39x of cuDNN, mit16 2.85x -> 2.62x); acc32 is the same either way and am32 (three planes) spills at 16,
-// as do the narrow tiles (bn 64: 128 threads, 16 staged elements each).
+// k per staged tile. 16 halves the barriers and doubles the independent work between them: am16, lut, Mitchell
+// (H100: am16 3.52x -> 3.39x of cuDNN, mit16 2.85x -> 2.62x) and acc32 (1.55x -> 1.51x, 2026-11-24; the same on the
+// kernels of 11-23); am32 (three planes) spills at 16, as do the narrow tiles (bn 64: 128 threads, 16 staged elements
+// each).
 template <Mode M>
 constexpr int tile_k(int bn) {
 #ifdef AMDNN_GPU_BK
   return AMDNN_GPU_BK;
 #else
-  return bn == 128 && (M == Mode::kAm16 || M == Mode::kTable || M == Mode::kMit32 || M == Mode::kMit16) ? 16 : 8;
+  return bn == 128 && (M == Mode::kAcc32 || M == Mode::kAm16 || M == Mode::kTable || M == Mode::kMit32 ||
+                       M == Mode::kMit16)
+             ? 16
+             : 8;
 #endif
 }
 constexpr int kSliceAlign = 16;  // split-K slices are whole tiles of every mode
@@ -67,6 +72,32 @@ template <Mode M, int BN>
 constexpr int thread_rows() {
   return M == Mode::kTable ? kThreadProducts / thread_cols<M, BN>() : 8;
 }
+
+// How a warp's 32 lanes lie on the block's grid of thread tiles: lut's in one row (they share their rows), the other
+// modes' in 4 rows of 8 columns, so that a warp's 16-byte fragment reads touch 4 distinct rows (64 bytes) and 8 distinct
+// columns (128 bytes): one shared-memory wavefront each, where 2 rows of 16 columns took 1 and 2.
+#ifndef AMDNN_GPU_WARP_COLS
+#define AMDNN_GPU_WARP_COLS 8
+#endif
+template <Mode M, int BN>
+constexpr int warp_cols() {
+  return M == Mode::kTable ? 32 : std::min(BN / thread_cols<M, BN>(), AMDNN_GPU_WARP_COLS);
+}
+
+// Thread `tid`'s tile: column tx and row ty of the block's grid of thread tiles.
+template <Mode M, int BN>
+__device__ __forceinline__ void thread_tile(int tid, int& tx, int& ty) {
+  constexpr int kCols = BN / thread_cols<M, BN>(), kWarpCols = warp_cols<M, BN>(), kWarpRows = 32 / kWarpCols;
+  constexpr int kWarpsPerRow = kCols / kWarpCols;
+  static_assert(kCols % kWarpCols == 0 && 32 % kWarpCols == 0, "warp layout");
+  const int lane = tid % 32, warp = tid / 32;
+  tx = (warp % kWarpsPerRow) * kWarpCols + lane % kWarpCols;
+  ty = (warp / kWarpsPerRow) * kWarpRows + lane / kWarpCols;
+}
+
+// What the staging of a k tile found, ORed over the block at the barrier that closes the tile before it.
+constexpr uint32_t kOutsideFlag = 1u;    // an operand outside the fast range: the generic path
+constexpr uint32_t kZeroRightFlag = 2u;  // a zero right operand: not the NonzeroRight loop
 
 // Path counters of this translation unit (without relocatable device code each .cu has its own module and its own
 // copy; gemm_cuda.cu adds them up): [fast, generic] (block, k tile) steps.
@@ -166,11 +197,13 @@ struct Stage {
   }
 
   // Decodes this thread's elements into a shared buffer (raw bits and the mode's planes) at `at` (from base());
-  // true if any is outside the fast range.
+  // returns kOutsideFlag if any is outside the fast range, and kZeroRightFlag if this is the right operand of a mode
+  // with a NonzeroRight loop and any is a zero (or subnormal: the zero of rule 2).
   template <Mode M, int kLd, bool kLeft>
-  __device__ static bool store(const uint32_t* in, uint32_t* raw, uint32_t* planes) {
+  __device__ static uint32_t store(const uint32_t* in, uint32_t* raw, uint32_t* planes) {
     constexpr int kP = kLeft ? LeftPlanes<Fast<M>>::value : Fast<M>::kPlanes;
-    bool outside = false;
+    constexpr bool kZeros = !kLeft && HasNonzeroRight<Fast<M>>::value;
+    bool outside = false, zero = false;
 #pragma unroll
     for (int g = 0; g < kGroups; ++g) {
       uint32_t w[V][Fast<M>::kPlanes];
@@ -178,6 +211,7 @@ struct Stage {
       for (int v = 0; v < V; ++v) {
         Fast<M>::decode(in[g * V + v], kLeft, w[v]);
         outside |= !Fast<M>::exact(in[g * V + v]);
+        if constexpr (kZeros) zero |= exponent_of(in[g * V + v]) == 0u;
       }
       if constexpr (V == 4 && !Loader::kAlongK) {  // four consecutive words of a row: one 16-byte store each
         const int at = offset<kLd>(g, 0);
@@ -199,7 +233,7 @@ struct Stage {
         }
       }
     }
-    return outside;
+    return (outside ? kOutsideFlag : 0u) | (zero ? kZeroRightFlag : 0u);
   }
 };
 
@@ -262,6 +296,42 @@ __device__ __noinline__ void generic_products(const uint32_t* a, const uint32_t*
   }
 }
 
+// The fast path's products of one k tile: Inner (AllPlanes<F> or F::NonzeroRight) reads its planes of the thread's
+// fragments at each k and adds each product into its running sum.
+template <class Inner, int BM, int BN, int kBK, int kTM, int kTN, int kLdA, int kLdB>
+__device__ __forceinline__ void fast_tile(const uint32_t* da, const uint32_t* db, int ty, int tx, const char* table_lane,
+                                          float (&acc)[kTM][kTN]) {
+#pragma unroll
+  for (int kk = 0; kk < kBK; ++kk) {
+    uint32_t a[Inner::kLeftReads][kTM], b[Inner::kRightReads][kTN];
+#pragma unroll
+    for (int q = 0; q < Inner::kLeftReads; ++q) read_fragment<BM, kTM>(da + (q * kBK + kk) * kLdA, ty, a[q]);
+#pragma unroll
+    for (int q = 0; q < Inner::kRightReads; ++q) read_fragment<BN, kTN>(db + (q * kBK + kk) * kLdB, tx, b[q]);
+#pragma unroll
+    for (int i = 0; i < kTM; ++i)
+#pragma unroll
+      for (int j = 0; j < kTN; ++j) {
+        uint32_t ai[Inner::kLeftReads], bj[Inner::kRightReads];
+#pragma unroll
+        for (int q = 0; q < Inner::kLeftReads; ++q) ai[q] = a[q][i];
+#pragma unroll
+        for (int q = 0; q < Inner::kRightReads; ++q) bj[q] = b[q][j];
+        acc[i][j] = Inner::madd(acc[i][j], ai, bj, table_lane);
+      }
+  }
+}
+
+// The block's OR of the threads' flags of the next tile, at the barrier that closes this one: the barrier's own OR
+// for the range check; a mode with a NonzeroRight loop asks for the zero flag with a second barrier only when the
+// first found a flag (the same answer in every thread, so all take it), one barrier per tile in the common case.
+template <bool kTwoFlags>
+__device__ __forceinline__ uint32_t block_flags(uint32_t flags) {
+  if (!__syncthreads_or(flags)) return 0u;
+  if constexpr (!kTwoFlags) return kOutsideFlag;
+  return (__syncthreads_or(flags & kOutsideFlag) ? kOutsideFlag : 0u) | kZeroRightFlag;
+}
+
 // Words of one shared buffer: raw A and B tiles, then the decoded planes (none where the raw bits are the plane).
 template <Mode M>
 constexpr int buffer_words(int bm, int bn) {
@@ -286,7 +356,7 @@ __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOC
   constexpr int kTN = thread_cols<M, BN>(), kTM = thread_rows<M, BN>();
   constexpr int kThreads = block_threads<M, BM, BN>();
   constexpr int kBK = tile_k<M>(BN);
-  constexpr int kP = F::kPlanes, kPA = LeftPlanes<F>::value;
+  constexpr int kPA = LeftPlanes<F>::value;
   constexpr int kLdA = BM + kPad, kLdB = BN + kPad;
   constexpr int kBufferWords = buffer_words<M>(BM, BN);
   using StageA = Stage<BM, kThreads, kBK, V, LoadA>;
@@ -302,7 +372,8 @@ __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOC
   auto dec_b = [&](int s) { return F::kRawIsPlane ? raw_b(s) : dec_a(s) + kPA * kBK * kLdA; };
 
   const int tid = threadIdx.x;
-  const int tx = tid % (BN / kTN), ty = tid / (BN / kTN);
+  int tx, ty;
+  thread_tile<M, BN>(tid, tx, ty);
   const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
   const int k_begin = blockIdx.z * p.k_per_split;
   const int k_end = min(p.k, k_begin + p.k_per_split);
@@ -328,8 +399,8 @@ __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOC
   };
   const int at_a = StageA::template base<kLdA>(tid), at_b = StageB::template base<kLdB>(tid);
   auto stage = [&](int s) {
-    const bool outside_a = StageA::template store<M, kLdA, true>(next_a, raw_a(s) + at_a, dec_a(s) + at_a);
-    return StageB::template store<M, kLdB, false>(next_b, raw_b(s) + at_b, dec_b(s) + at_b) || outside_a;
+    return StageA::template store<M, kLdA, true>(next_a, raw_a(s) + at_a, dec_a(s) + at_a) |
+           StageB::template store<M, kLdB, false>(next_b, raw_b(s) + at_b, dec_b(s) + at_b);
   };
 
   float acc[kTM][kTN];
@@ -338,43 +409,33 @@ __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOC
 #pragma unroll
     for (int j = 0; j < kTN; ++j) acc[i][j] = 0.0f;
 
+  constexpr bool kNonzeroRight = HasNonzeroRight<F>::value;
   unsigned fast_steps = 0, generic_steps = 0;
-  bool outside = false;
+  uint32_t flags = 0;
   if (tiles > 0) {
     fetch();
-    outside = stage(0);
+    flags = stage(0);
     if (tiles > 1) fetch();
   }
-  bool generic = __syncthreads_or(outside);  // also publishes the table
+  uint32_t tile_flags = block_flags<kNonzeroRight>(flags);  // also publishes the table
   for (int t = 0; t < tiles; ++t) {
     const int s = t & 1;
-    outside = false;
+    flags = 0;
     if (t + 1 < tiles) {
-      outside = stage(s ^ 1);
+      flags = stage(s ^ 1);
       if (t + 2 < tiles) fetch();  // global loads in flight while this tile computes
     }
-    if (!generic) {
+    if (!(tile_flags & kOutsideFlag)) {
       ++fast_steps;
-      const uint32_t* const da = dec_a(s);
-      const uint32_t* const db = dec_b(s);
-#pragma unroll
-      for (int kk = 0; kk < kBK; ++kk) {
-        uint32_t a[kPA][kTM], b[kP][kTN];
-#pragma unroll
-        for (int q = 0; q < kPA; ++q) read_fragment<BM, kTM>(da + (q * kBK + kk) * kLdA, ty, a[q]);
-#pragma unroll
-        for (int q = 0; q < kP; ++q) read_fragment<BN, kTN>(db + (q * kBK + kk) * kLdB, tx, b[q]);
-#pragma unroll
-        for (int i = 0; i < kTM; ++i)
-#pragma unroll
-          for (int j = 0; j < kTN; ++j) {
-            uint32_t ai[kP] = {}, bj[kP];  // the left operand's planes past kPA are not read
-#pragma unroll
-            for (int q = 0; q < kPA; ++q) ai[q] = a[q][i];
-#pragma unroll
-            for (int q = 0; q < kP; ++q) bj[q] = b[q][j];
-            acc[i][j] = F::madd(acc[i][j], ai, bj, table_lane);
-          }
+      if constexpr (kNonzeroRight) {
+        if (!(tile_flags & kZeroRightFlag)) {
+          fast_tile<typename F::NonzeroRight, BM, BN, kBK, kTM, kTN, kLdA, kLdB>(dec_a(s), dec_b(s), ty, tx,
+                                                                                 table_lane, acc);
+        } else {
+          fast_tile<AllPlanes<F>, BM, BN, kBK, kTM, kTN, kLdA, kLdB>(dec_a(s), dec_b(s), ty, tx, table_lane, acc);
+        }
+      } else {
+        fast_tile<AllPlanes<F>, BM, BN, kBK, kTM, kTN, kLdA, kLdB>(dec_a(s), dec_b(s), ty, tx, table_lane, acc);
       }
     } else {
       ++generic_steps;
@@ -390,7 +451,7 @@ __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOC
           for (int j = 0; j < kTN; ++j) acc[i][j] = add_keeping_nan(acc[i][j], products[i * kTN + j]);
       }
     }
-    generic = __syncthreads_or(outside);
+    tile_flags = block_flags<kNonzeroRight>(flags);
   }
 
   float* c = p.c + blockIdx.z * p.split_stride;

@@ -15,7 +15,9 @@ namespace gpu {
 namespace {
 
 constexpr uint32_t kFastMinExponent = 64, kFastMaxExponent = 190;
-constexpr uint32_t kHalfInfFrom = 0x477FF000u;  // |x| >= 65520 rounds to a half infinity
+// fp16's fast range: |x| <= 255, so |product| <= 65025, below the largest half (65504): no product is inf and no
+// sum meets inf + -inf, whose NaN is the GPU's 0x7FFFFFFF where the definition (x86) gives 0xFFC00000.
+constexpr uint32_t kHalfFastMax = 0x437F0000u;
 
 // ------------------------------------------------------------------------------------------------ mode traits
 
@@ -83,7 +85,7 @@ template <>
 struct Fast<Mode::kFp16> {  // the half multiply is IEEE: exact product rounded once to binary16, subnormals kept
   static constexpr int kPlanes = 1;
   static constexpr bool kRawIsPlane = false;
-  __device__ static bool exact(uint32_t u) { return (u & ~kSignMask) < kHalfInfFrom; }
+  __device__ static bool exact(uint32_t u) { return (u & ~kSignMask) <= kHalfFastMax; }
   __device__ static void decode(uint32_t u, bool, uint32_t* w) {
     w[0] = __half_as_ushort(__float2half_rn(__uint_as_float(u)));
   }
@@ -116,6 +118,17 @@ struct FastMitchell {
     const float x = __uint_as_float(a[0] + b[0] - kOneBits);
     return __fmaf_rn(x, __fmul_rn(__uint_as_float(a[1]), __uint_as_float(b[1])), acc);
   }
+  // The inner loop of a k tile whose right operands hold no zero (the kernel checks every staged tile): the left mask
+  // alone decides, FFMA(X, left mask, acc), so a product is IADD3 + FFMA, 2 instructions instead of 3, and the right
+  // operand's mask plane is not read. The same bits: X is the same, and X * 1 and X * 0 are what X * (ma * mb) was.
+  // In training the right operand is the weights (forward, input gradient) or the output gradient (filter gradient),
+  // dense behind a batch norm; the left one (activations after a ReLU, padding) is the one with zeros.
+  struct NonzeroRight {
+    static constexpr int kLeftReads = 2, kRightReads = 1;
+    __device__ static float madd(float acc, const uint32_t* a, const uint32_t* b, const char*) {
+      return __fmaf_rn(__uint_as_float(a[0] + b[0] - kOneBits), __uint_as_float(a[1]), acc);
+    }
+  };
 };
 template <>
 struct Fast<Mode::kMit32> : FastMitchell<false> {};
@@ -197,6 +210,13 @@ struct Fast<Mode::kTable> {
   }
 };
 
+// Modes with a cheaper inner loop for tiles whose right operands hold no zero (F::NonzeroRight): the kernel then
+// also checks the staged right operands for zeros.
+template <class F, class = void>
+struct HasNonzeroRight : std::false_type {};
+template <class F>
+struct HasNonzeroRight<F, std::void_t<typename F::NonzeroRight>> : std::true_type {};
+
 // Planes the left operand stages: kLeftPlanes where a mode has fewer on that side, else kPlanes.
 template <class F, class = void>
 struct LeftPlanes {
@@ -205,6 +225,15 @@ struct LeftPlanes {
 template <class F>
 struct LeftPlanes<F, std::void_t<decltype(F::kLeftPlanes)>> {
   static constexpr int value = F::kLeftPlanes;
+};
+
+// The inner loop that reads every plane: madd of the mode.
+template <class F>
+struct AllPlanes {
+  static constexpr int kLeftReads = LeftPlanes<F>::value, kRightReads = F::kPlanes;
+  __device__ static float madd(float acc, const uint32_t* a, const uint32_t* b, const char* table) {
+    return F::madd(acc, a, b, table);
+  }
 };
 
 template <Mode M>

@@ -132,6 +132,102 @@ def test_every_product_bit_exact(modes, operands):
                     right)
 
 
+# ------------------------------------------------------------------------------------------------ sums
+
+
+def x86_add(acc: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """acc + p in float32 by x86's SSE rules (addss acc, p), which the kernels' sums follow: a NaN acc stays, else
+    a NaN p is the sum, inf + -inf is the default NaN 0xFFC00000 (the GPU's own FADD gives 0x7FFFFFFF)."""
+    ua, up = acc.view(np.uint32), p.view(np.uint32)
+    with np.errstate(all="ignore"):
+        total = (acc + p).astype(np.float32).view(np.uint32)
+    magnitude_a, magnitude_p = ua & np.uint32(0x7FFFFFFF), up & np.uint32(0x7FFFFFFF)
+    opposite_infinities = (magnitude_a == 0x7F800000) & (magnitude_p == 0x7F800000) & (ua != up)
+    total = np.where(opposite_infinities, np.uint32(0xFFC00000), total)
+    total = np.where(magnitude_p > 0x7F800000, up | np.uint32(0x400000), total)
+    total = np.where(magnitude_a > 0x7F800000, ua | np.uint32(0x400000), total)
+    return total.view(np.float32)
+
+
+def sums_in_k_order(a: np.ndarray, b: np.ndarray, mode: str) -> np.ndarray:
+    """a @ b as each output's running float32 sum of the host's scalar products in k order, by x86_add."""
+    m, n = a.shape[0], b.shape[1]
+    products = torch_ops.products(torch.as_tensor(np.repeat(a[:, :, None], n, 2)),
+                                  torch.as_tensor(np.repeat(b[None], m, 0)), mode).numpy()
+    total = np.zeros((m, n), np.float32)
+    for kk in range(a.shape[1]):
+        total = x86_add(total, np.ascontiguousarray(products[:, kk, :]))
+    return total
+
+
+def assert_same_sums(out: np.ndarray, expected: np.ndarray, what: str):
+    same = same_bits(out, expected)
+    if not same.all():
+        first = tuple(np.argwhere(~same)[0])
+        pytest.fail(f"{what}: {int((~same).sum())} of {same.size} sums differ from the products added in k order; "
+                    f"first at {first}: GPU 0x{bits(out[first]):08x}, expected 0x{bits(expected[first]):08x}")
+
+
+def _within_every_fast_range(values: np.ndarray, rng) -> np.ndarray:
+    """fast_operands' mantissas (carry boundaries included) with biased exponents 100..133 (|x| < 128), inside every
+    mode's fast range (fp16's too: |x| <= 255), and no zeros (the test places them)."""
+    u = values.view(np.uint32) & np.uint32(0x807FFFFF)
+    return (u | (rng.integers(100, 134, u.size).astype(np.uint32) << np.uint32(23))).view(np.float32)
+
+
+SUM_ZEROS = {  # k 48: three k tiles of 16 (or six of 8), so the inner loop can change from tile to tile
+    "zeros on the left": (0.3, None),
+    "zeros on the right in the second k tile": (0.3, slice(16, 32)),
+    "no zeros": (0.0, None),
+}
+
+
+@pytest.mark.parametrize("n", [72, 24])  # 128 x 128 and 128 x 64 tiles
+@pytest.mark.parametrize("zeros", sorted(SUM_ZEROS))
+def test_sums_are_the_products_added_in_k_order(modes, zeros, n):
+    """With one k slice (k <= 256: no split), every output is the fp32 running sum of its products in k order, bit
+    for bit, on the fast path. Mitchell's tiles whose right operands hold no zero take the inner loop with the left
+    mask alone: its bits must be those of the two-mask loop, which the tile with zeros on the right takes."""
+    left_zeros, right_zero_rows = SUM_ZEROS[zeros]
+    m, k = 40, 48
+    rng = np.random.default_rng(n + len(zeros))
+    a, b = (_within_every_fast_range(fast_operands(size, seed), rng).reshape(shape)
+            for size, seed, shape in ((m * k, 11, (m, k)), (k * n, 12, (k, n))))
+    a[rng.random(a.shape) < left_zeros] = 0.0
+    if right_zero_rows is not None:
+        b[right_zero_rows][rng.random(b[right_zero_rows].shape) < 0.3] = 0.0
+    for mode in modes:
+        expected = sums_in_k_order(a, b, mode)
+        fast0, generic0 = torch_ops.gpu_path_counts()
+        out = torch_ops.matmul(gpu(a), gpu(b), multiplier=mode).cpu().numpy()
+        fast1, generic1 = torch_ops.gpu_path_counts()
+        assert fast1 > fast0 and generic1 == generic0, f"{mode}: these operands must take the fast path only"
+        assert_same_sums(out, expected, mode)
+
+
+ANY_SUM_OPERANDS = {
+    "every exponent and the specials": lambda shape, seed: random_operands(int(np.prod(shape)), seed).reshape(shape),
+    # below fp16's inf (65520) but with products past it: 300 x 300 is +inf in fp16, 300 x -300 -inf
+    "fp16 products overflowing": lambda shape, seed: (np.random.default_rng(seed).standard_normal(shape) *
+                                                      np.float32(200.0)).astype(np.float32),
+}
+
+
+@pytest.mark.parametrize("n", [72, 24])
+@pytest.mark.parametrize("operands", sorted(ANY_SUM_OPERANDS))
+def test_sums_past_inf_and_nan_follow_x86_rules(modes, operands, n):
+    """Sums (k 48, one slice) whose running sums meet inf and NaN: bit for bit, NaN payloads included, the products
+    added in k order by x86's rules, on whichever path each tile takes. fp16's fast path must not take operands whose
+    products overflow to infinities of both signs (its FADD would give 0x7FFFFFFF). (The CPU kernels' NaN payloads
+    in sums are left open by the definitions and differ between their vector levels, so they are not the reference.)"""
+    m, k = 40, 48
+    a = ANY_SUM_OPERANDS[operands]((m, k), 21)
+    b = ANY_SUM_OPERANDS[operands]((k, n), 22)
+    for mode in modes:
+        out = torch_ops.matmul(gpu(a), gpu(b), multiplier=mode).cpu().numpy()
+        assert_same_sums(out, sums_in_k_order(a, b, mode), mode)
+
+
 # ------------------------------------------------------------------------------------------------ layers
 
 GEOMETRIES = [  # (N, C, H, W, O, kh, kw, stride, padding, dilation)
