@@ -202,7 +202,7 @@ struct Stage {
   template <Mode M, int kLd, bool kLeft>
   __device__ static uint32_t store(const uint32_t* in, uint32_t* raw, uint32_t* planes) {
     constexpr int kP = kLeft ? LeftPlanes<Fast<M>>::value : Fast<M>::kPlanes;
-    constexpr bool kZeros = !kLeft && HasNonzeroRight<Fast<M>>::value;
+    constexpr bool kZeros = !kLeft && kHasNonzeroRight<Fast<M>>;
     bool outside = false, zero = false;
 #pragma unroll
     for (int g = 0; g < kGroups; ++g) {
@@ -296,7 +296,7 @@ __device__ __noinline__ void generic_products(const uint32_t* a, const uint32_t*
   }
 }
 
-// The fast path's products of one k tile: Inner (AllPlanes<F> or F::NonzeroRight) reads its planes of the thread's
+// The fast path's products of one k tile: Inner (AllPlanes<F> or NonzeroRightLoop<F>) reads its planes of the thread's
 // fragments at each k and adds each product into its running sum.
 template <class Inner, int BM, int BN, int kBK, int kTM, int kTN, int kLdA, int kLdB>
 __device__ __forceinline__ void fast_tile(const uint32_t* da, const uint32_t* db, int ty, int tx, const char* table_lane,
@@ -409,7 +409,7 @@ __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOC
 #pragma unroll
     for (int j = 0; j < kTN; ++j) acc[i][j] = 0.0f;
 
-  constexpr bool kNonzeroRight = HasNonzeroRight<F>::value;
+  constexpr bool kNonzeroRight = kHasNonzeroRight<F>;
   unsigned fast_steps = 0, generic_steps = 0;
   uint32_t flags = 0;
   if (tiles > 0) {
@@ -427,13 +427,9 @@ __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOC
     }
     if (!(tile_flags & kOutsideFlag)) {
       ++fast_steps;
-      if constexpr (kNonzeroRight) {
-        if (!(tile_flags & kZeroRightFlag)) {
-          fast_tile<typename F::NonzeroRight, BM, BN, kBK, kTM, kTN, kLdA, kLdB>(dec_a(s), dec_b(s), ty, tx,
-                                                                                 table_lane, acc);
-        } else {
-          fast_tile<AllPlanes<F>, BM, BN, kBK, kTM, kTN, kLdA, kLdB>(dec_a(s), dec_b(s), ty, tx, table_lane, acc);
-        }
+      if (kNonzeroRight && !(tile_flags & kZeroRightFlag)) {
+        fast_tile<typename NonzeroRightLoop<F>::type, BM, BN, kBK, kTM, kTN, kLdA, kLdB>(dec_a(s), dec_b(s), ty, tx,
+                                                                                          table_lane, acc);
       } else {
         fast_tile<AllPlanes<F>, BM, BN, kBK, kTM, kTN, kLdA, kLdB>(dec_a(s), dec_b(s), ty, tx, table_lane, acc);
       }

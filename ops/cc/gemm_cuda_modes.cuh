@@ -210,13 +210,6 @@ struct Fast<Mode::kTable> {
   }
 };
 
-// Modes with a cheaper inner loop for tiles whose right operands hold no zero (F::NonzeroRight): the kernel then
-// also checks the staged right operands for zeros.
-template <class F, class = void>
-struct HasNonzeroRight : std::false_type {};
-template <class F>
-struct HasNonzeroRight<F, std::void_t<typename F::NonzeroRight>> : std::true_type {};
-
 // Planes the left operand stages: kLeftPlanes where a mode has fewer on that side, else kPlanes.
 template <class F, class = void>
 struct LeftPlanes {
@@ -235,6 +228,19 @@ struct AllPlanes {
     return F::madd(acc, a, b, table);
   }
 };
+
+// The inner loop of a k tile whose right operands hold no zero: F::NonzeroRight where a mode has a cheaper one (the
+// kernel then also checks the staged right operands for zeros), else AllPlanes<F>.
+template <class F, class = void>
+struct NonzeroRightLoop {
+  using type = AllPlanes<F>;
+};
+template <class F>
+struct NonzeroRightLoop<F, std::void_t<typename F::NonzeroRight>> {
+  using type = typename F::NonzeroRight;
+};
+template <class F>
+constexpr bool kHasNonzeroRight = !std::is_same_v<typename NonzeroRightLoop<F>::type, AllPlanes<F>>;
 
 template <Mode M>
 constexpr int table_bytes() {
