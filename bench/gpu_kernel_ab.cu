@@ -31,7 +31,7 @@
 using namespace amdnn;
 using namespace amdnn::gpu;
 
-template <Mode M, int BN>
+template <Mode M>
 void bench(const char* name, int size, int cin, int cout, const uint8_t* table7) {
   ConvGeometry g{128, size, size, cin, 3, 3, cout, 1, 1, 1, 1, 1, 1, size, size};
   const size_t nx = 128ull * size * size * cin, nw = 9ull * cin * cout, ny = 128ull * size * size * cout;
@@ -51,7 +51,7 @@ void bench(const char* name, int size, int cin, int cout, const uint8_t* table7)
   GemmParams<Im2Col, DenseAlongOuter> p{};
   p.a = a; p.b = b; p.table7 = table7; p.rows = DenseRows{cout};
   const Split sp = nominal_split(rows, cout, taps);
-  auto call = [&] { return launch_mode<M, 128, BN, 4>(p, rows, cout, taps, sp, y, ws, nullptr); };
+  auto call = [&] { return launch_mode<M, 128, 128, 4>(p, rows, cout, taps, sp, y, ws, nullptr); };
   LaunchStatus st = call();
   if (!st.ok) { printf("launch failed: %s\n", st.what); return; }
   cudaDeviceSynchronize();
@@ -75,19 +75,19 @@ void bench(const char* name, int size, int cin, int cout, const uint8_t* table7)
 }
 
 int main() {
-  std::vector<uint8_t> tab(kTableSize);
+  std::vector<uint8_t> tab(kTableSize);  // acc16's table (ACC_7) for lut
   for (uint32_t fa = 0; fa < 128; ++fa)
-    for (uint32_t fb = 0; fb < 128; ++fb) {  // acc16's table (ACC_7)
-      const uint32_t p = (128 + fa) * (128 + fb);
-      tab[fa * 128 + fb] = p >= (1u << 15) ? (1u << 7) | ((p - (1u << 15)) >> 8) : ((p - (1u << 14)) >> 7);
+    for (uint32_t fb = 0; fb < 128; ++fb) {
+      const MantissaProduct p = bf16_mantissa(fa, fb);
+      tab[(fa << kTableBits) | fb] = static_cast<uint8_t>((p.carry << 7) | p.mantissa);
     }
   uint8_t* t7; cudaMalloc(&t7, kTableSize); cudaMemcpy(t7, tab.data(), kTableSize, cudaMemcpyHostToDevice);
   const int shapes[3][3] = {{32, 64, 128}, {16, 128, 128}, {8, 256, 256}};
   for (auto& sh : shapes) {
-    if constexpr (AB_AM16) bench<Mode::kAm16, 128>("am16", sh[0], sh[1], sh[2], t7);
-    if constexpr (AB_LUT) bench<Mode::kTable, 128>("lut", sh[0], sh[1], sh[2], t7);
-    if constexpr (AB_ACC32) bench<Mode::kAcc32, 128>("acc32", sh[0], sh[1], sh[2], t7);
-    if constexpr (AB_MIT16) bench<Mode::kMit16, 128>("mit16", sh[0], sh[1], sh[2], t7);
+    if constexpr (AB_AM16) bench<Mode::kAm16>("am16", sh[0], sh[1], sh[2], t7);
+    if constexpr (AB_LUT) bench<Mode::kTable>("lut", sh[0], sh[1], sh[2], t7);
+    if constexpr (AB_ACC32) bench<Mode::kAcc32>("acc32", sh[0], sh[1], sh[2], t7);
+    if constexpr (AB_MIT16) bench<Mode::kMit16>("mit16", sh[0], sh[1], sh[2], t7);
   }
   return 0;
 }
