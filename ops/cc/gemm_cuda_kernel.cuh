@@ -481,26 +481,59 @@ __global__ void sum_splits(const float* partial, int splits, long long stride, i
 
 // ------------------------------------------------------------------------------------------------ launching
 
-// How K is cut: a function of the shapes only, so the bits never depend on the GPU. A block per SM runs at a time, so
-// a grid of about 2 waves leaves a half-empty last wave: 512 blocks (~4 waves of an H100's 132 SMs) keep the tail
-// under a quarter; slices of at least 256 k (32 k tiles) keep the split's extra pass small (ResNet-18's 21 GEMMs
-// of a training step at batch 128: 86 % of the H100's block slots busy with 256 and 512, 94 % with 512 and 256).
-constexpr int kTargetBlocks = 512;
-constexpr int kMinSliceK = 256;
+// How K is cut: a function of the shapes only, so the bits never depend on the GPU. A grid of ~2 waves or more
+// (256 tiles) is not cut. A smaller one is cut into the number of slices that minimises an estimate of its time on an
+// H100 (132 SMs; a 256-thread block per SM, or two of 128): whole waves times a block's k plus its start and end,
+// plus the pass that adds the slices. Slices of at least 128 k: a GEMM with k < 256 is one running sum in k order.
+// Against the rule before it (slices for ~512 blocks, at least 256 k each), 2026-11-25: fewer, longer blocks where a
+// wave is as full (the 8x8 256 -> 256 forward conv at batch 128: 1 slice, 128 blocks, against 4 and 512), and
+// waves filled where 512 blocks left the last one a tenth full (its filter gradient: 11 slices, 396 blocks, against
+// 15 and 540); measured in docs/performance.md.
+constexpr int kUnsplitTiles = 256;  // ~2 waves of an H100's 132 SMs
+constexpr int kMaxBlocks = 1024;   // ~8 waves: more slices only add to the pass that sums them
+constexpr int kSmCount = 132;      // the estimate's GPU (an H100); other GPUs run the same slices
+constexpr int kMinSliceK = 128;
+constexpr int kBlockStartK = 8;    // a block's start and end, ~3 us: 8 k of a 16,384-output block's time (am16)
+constexpr double kSumCostPerElement = 4.4e-6;  // the sum pass per output element and slice (4 bytes at ~2.5 TB/s)
 
 struct Split {
   int splits = 1;
   int k_per_split = 0;
 };
 
+int64_t slice_k(int64_t k, int64_t splits) {  // k per slice: whole k tiles of every mode
+  const int64_t per = (k + splits - 1) / splits;
+  return std::max<int64_t>(kSliceAlign, (per + kSliceAlign - 1) / kSliceAlign * kSliceAlign);
+}
+
+// The estimate, in units of a 16,384-output block's time per k.
+double split_cost(int64_t tiles, int64_t m, int64_t n, int64_t k, int64_t splits, int blocks_per_sm) {
+  const int64_t per = slice_k(k, splits);
+  splits = (k + per - 1) / per;
+  const int64_t slots = int64_t{kSmCount} * blocks_per_sm;
+  const int64_t waves = (tiles * splits + slots - 1) / slots;
+  double cost = static_cast<double>(waves) * (per + kBlockStartK);
+  if (splits > 1) cost += kBlockStartK + kSumCostPerElement * static_cast<double>(splits + 1) * m * n;
+  return cost;
+}
+
 template <int BM, int BN>
 Split split_for(int64_t m, int64_t n, int64_t k) {
+  constexpr int kBlocksPerSm = 128 * 128 / (BM * BN);  // equal shares of an SM: its blocks' outputs
   const int64_t tiles = ((m + BM - 1) / BM) * ((n + BN - 1) / BN);
   int64_t splits = 1;
-  if (tiles < kTargetBlocks / 2 && k > kMinSliceK)
-    splits = std::min((kTargetBlocks + tiles - 1) / tiles, (k + kMinSliceK - 1) / kMinSliceK);
-  int64_t per = (k + splits - 1) / splits;
-  per = std::max<int64_t>(kSliceAlign, (per + kSliceAlign - 1) / kSliceAlign * kSliceAlign);
+  if (tiles > 0 && tiles < kUnsplitTiles) {  // no tiles: an empty output, nothing to launch
+    const int64_t most = std::min(k / kMinSliceK, (kMaxBlocks + tiles - 1) / tiles);
+    double best = split_cost(tiles, m, n, k, 1, kBlocksPerSm);
+    for (int64_t s = 2; s <= most; ++s) {
+      const double cost = split_cost(tiles, m, n, k, s, kBlocksPerSm);
+      if (cost < best) {
+        best = cost;
+        splits = s;
+      }
+    }
+  }
+  const int64_t per = slice_k(k, splits);
   Split s;
   s.k_per_split = static_cast<int>(per);
   s.splits = static_cast<int>(std::max<int64_t>(1, (k + per - 1) / per));

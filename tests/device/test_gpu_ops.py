@@ -185,7 +185,7 @@ SUM_ZEROS = {  # k 48: three k tiles of 16 (or six of 8), so the inner loop can 
 @pytest.mark.parametrize("n", [72, 24])  # 128 x 128 and 128 x 64 tiles
 @pytest.mark.parametrize("zeros", sorted(SUM_ZEROS))
 def test_sums_are_the_products_added_in_k_order(modes, zeros, n):
-    """With one k slice (k <= 256: no split), every output is the fp32 running sum of its products in k order, bit
+    """With one k slice (k < 256: no split), every output is the fp32 running sum of its products in k order, bit
     for bit, on the fast path. Mitchell's tiles whose right operands hold no zero take the inner loop with the left
     mask alone: its bits must be those of the two-mask loop, which the tile with zeros on the right takes."""
     left_zeros, right_zero_rows = SUM_ZEROS[zeros]
