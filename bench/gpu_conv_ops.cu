@@ -19,10 +19,12 @@
 #include <vector>
 
 #include "gemm_cuda.h"
+#include "gpu_bench.cuh"
 #include "multiplier.h"
 
 using namespace amdnn;
 using namespace amdnn::gpu;
+using amdnn_bench::bits_hash;
 
 namespace {
 
@@ -35,33 +37,6 @@ float near_normal(uint32_t& s) {  // a sum of 4 uniforms, scaled to unit varianc
   return (t - 2.0f) * 1.732f;
 }
 
-template <class Call>
-float median_ms(Call call) {
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  std::vector<float> t;
-  for (int r = 0; r < 9; ++r) {
-    cudaEventRecord(e0);
-    for (int c = 0; c < 10; ++c) call();
-    cudaEventRecord(e1);
-    cudaEventSynchronize(e1);
-    float ms;
-    cudaEventElapsedTime(&ms, e0, e1);
-    t.push_back(ms / 10);
-  }
-  std::sort(t.begin(), t.end());
-  return t[4];
-}
-
-uint64_t bits_hash(const float* device, size_t n) {  // FNV-1a over the output's bits
-  std::vector<uint32_t> h(n);
-  cudaMemcpy(h.data(), device, n * 4, cudaMemcpyDeviceToHost);
-  uint64_t x = 1469598103934665603ull;
-  for (uint32_t v : h) x = (x ^ v) * 1099511628211ull;
-  return x;
-}
-
 float* to_device(const std::vector<float>& v) {
   float* d;
   cudaMalloc(&d, v.size() * 4);
@@ -72,22 +47,15 @@ float* to_device(const std::vector<float>& v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<uint8_t> table(kTableSize);  // acc16's table (ACC_7) for lut
-  for (uint32_t fa = 0; fa < 128; ++fa)
-    for (uint32_t fb = 0; fb < 128; ++fb) {
-      const MantissaProduct p = bf16_mantissa(fa, fb);
-      table[(fa << kTableBits) | fb] = static_cast<uint8_t>((p.carry << 7) | p.mantissa);
-    }
-  uint8_t* table7;
-  cudaMalloc(&table7, kTableSize);
-  cudaMemcpy(table7, table.data(), kTableSize, cudaMemcpyHostToDevice);
+  uint8_t* const table7 = amdnn_bench::device_acc16_table();  // lut runs acc16's table (ACC_7)
   const int shapes[7][4] = {{32, 64, 64, 1}, {32, 64, 128, 2}, {16, 128, 128, 1}, {16, 128, 256, 2},
                             {8, 256, 256, 1}, {8, 256, 512, 2},  {4, 512, 512, 1}};  // size, in, out, stride
   struct Named {
     const char* name;
     Mode mode;
   };
-  const Named modes[] = {{"am16", Mode::kAm16}, {"lut", Mode::kTable}, {"acc32", Mode::kAcc32}, {"mit16", Mode::kMit16}};
+  const Named modes[] = {
+      {"am16", Mode::kAm16}, {"lut", Mode::kTable}, {"acc32", Mode::kAcc32}, {"mit16", Mode::kMit16}};
   const char* only = argc > 1 ? argv[1] : "am16,lut,acc32,mit16";
   bool failed = false;
   for (const Named& named : modes) {
@@ -112,6 +80,7 @@ int main(int argc, char** argv) {
       const GpuMultiplier mult{named.mode, table7};
       LaunchStatus status;
       auto checked = [&](LaunchStatus s) { if (!s.ok) status = s; };
+      auto median_ms = [](auto call) { return amdnn_bench::median_ms(call, 9, 10); };
       const float tf = median_ms([&] { checked(conv2d(mult, g, x, w, y, workspace, nullptr)); });
       const float tx = median_ms([&] { checked(conv2d_backprop_input(mult, g, w, dy, dx, workspace, nullptr)); });
       const float tw = median_ms([&] { checked(conv2d_backprop_filter(mult, g, x, dy, dw, workspace, nullptr)); });

@@ -14,10 +14,11 @@
 // docs/performance.md ("What bounds the table modes").
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <vector>
+
+#include "gpu_bench.cuh"
 
 namespace {
 
@@ -102,22 +103,8 @@ __global__ void inner_loop(const uint32_t* __restrict__ seed, float* out, int it
 
 template <Loop L>
 double products_per_second(const uint32_t* seed, float* out, int blocks, int iterations) {
-  inner_loop<L><<<blocks, kThreads>>>(seed, out, 2);
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  std::vector<float> ms;
-  for (int r = 0; r < 7; ++r) {
-    cudaEventRecord(start);
-    inner_loop<L><<<blocks, kThreads>>>(seed, out, iterations);
-    cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
-    float t;
-    cudaEventElapsedTime(&t, start, stop);
-    ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  return double(blocks) * kThreads * kRows * kCols * kSteps * iterations / (ms[3] * 1e-3);
+  const float ms = amdnn_bench::median_ms([&] { inner_loop<L><<<blocks, kThreads>>>(seed, out, iterations); }, 7, 1);
+  return double(blocks) * kThreads * kRows * kCols * kSteps * iterations / (ms * 1e-3);
 }
 
 }  // namespace

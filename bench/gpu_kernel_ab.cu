@@ -1,6 +1,7 @@
 // The forward conv kernel of a few modes alone, built with nvcc in seconds (no torch, no binding): its time and a hash
 // of its output bits on three 3x3 convs at batch 128 (32x32 64->128, 16x16 128->128, 8x8 256->256, stride 1, 128 x 128
-// tiles), to compare a kernel variant with the committed one (same hash, time) and to run under Nsight Compute. Not the benchmark of record (bench/gpu_benchmark.py, against cuDNN, is).
+// tiles), to compare a kernel variant with the committed one (same hash, time) and to run under Nsight Compute. Not
+// the benchmark of record (bench/gpu_benchmark.py, against cuDNN, is).
 //
 //     nvcc -arch=sm_90 -O3 -fmad=false --expt-relaxed-constexpr -std=c++17 -I ops/cc -o /tmp/ab bench/gpu_kernel_ab.cu
 //     /tmp/ab                                     # am16 and lut; -DAB_ACC32=1 -DAB_MIT16=1 add those
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "gemm_cuda_kernel.cuh"
+#include "gpu_bench.cuh"
 #include "multiplier.h"
 #ifndef AB_AM16
 #define AB_AM16 1
@@ -55,33 +57,16 @@ void bench(const char* name, int size, int cin, int cout, const uint8_t* table7)
   LaunchStatus st = call();
   if (!st.ok) { printf("launch failed: %s\n", st.what); return; }
   cudaDeviceSynchronize();
-  std::vector<uint32_t> hy(ny);
-  cudaMemcpy(hy.data(), y, ny * 4, cudaMemcpyDeviceToHost);
-  uint64_t h = 1469598103934665603ull;
-  for (uint32_t v : hy) { h ^= v; h *= 1099511628211ull; }
-  cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
-  std::vector<float> t;
-  for (int r = 0; r < 9; ++r) {
-    cudaEventRecord(e0);
-    for (int c = 0; c < 10; ++c) call();
-    cudaEventRecord(e1); cudaEventSynchronize(e1);
-    float ms; cudaEventElapsedTime(&ms, e0, e1); t.push_back(ms / 10);
-  }
-  std::sort(t.begin(), t.end());
+  const uint64_t h = amdnn_bench::bits_hash(y, ny);
+  const float ms = amdnn_bench::median_ms(call, 9, 10);
   const double products = double(rows) * cout * taps;
-  printf("%-6s %2d/%3d/%3d  %7.3f ms  %5.2f Tproducts/s  splits %d  hash %016llx  %s\n", name, size, cin, cout, t[4],
-         products / t[4] / 1e9, sp.splits, (unsigned long long)h, cudaGetErrorString(cudaGetLastError()));
+  printf("%-6s %2d/%3d/%3d  %7.3f ms  %5.2f Tproducts/s  splits %d  hash %016llx  %s\n", name, size, cin, cout, ms,
+         products / ms / 1e9, sp.splits, (unsigned long long)h, cudaGetErrorString(cudaGetLastError()));
   cudaFree(x); cudaFree(w); cudaFree(y); cudaFree(ws);
 }
 
 int main() {
-  std::vector<uint8_t> tab(kTableSize);  // acc16's table (ACC_7) for lut
-  for (uint32_t fa = 0; fa < 128; ++fa)
-    for (uint32_t fb = 0; fb < 128; ++fb) {
-      const MantissaProduct p = bf16_mantissa(fa, fb);
-      tab[(fa << kTableBits) | fb] = static_cast<uint8_t>((p.carry << 7) | p.mantissa);
-    }
-  uint8_t* t7; cudaMalloc(&t7, kTableSize); cudaMemcpy(t7, tab.data(), kTableSize, cudaMemcpyHostToDevice);
+  uint8_t* const t7 = amdnn_bench::device_acc16_table();  // lut runs acc16's table (ACC_7)
   const int shapes[3][3] = {{32, 64, 128}, {16, 128, 128}, {8, 256, 256}};
   for (auto& sh : shapes) {
     if constexpr (AB_AM16) bench<Mode::kAm16>("am16", sh[0], sh[1], sh[2], t7);

@@ -501,19 +501,22 @@ struct Split {
   int k_per_split = 0;
 };
 
-int64_t slice_k(int64_t k, int64_t splits) {  // k per slice: whole k tiles of every mode
-  const int64_t per = (k + splits - 1) / splits;
-  return std::max<int64_t>(kSliceAlign, (per + kSliceAlign - 1) / kSliceAlign * kSliceAlign);
+// k cut into `wanted` slices of whole k tiles of every mode: the slices that result (rounding may leave fewer).
+Split slices(int64_t k, int64_t wanted) {
+  int64_t per = (k + wanted - 1) / wanted;
+  per = std::max<int64_t>(kSliceAlign, (per + kSliceAlign - 1) / kSliceAlign * kSliceAlign);
+  Split s;
+  s.k_per_split = static_cast<int>(per);
+  s.splits = static_cast<int>(std::max<int64_t>(1, (k + per - 1) / per));
+  return s;
 }
 
 // The estimate, in units of a 16,384-output block's time per k.
-double split_cost(int64_t tiles, int64_t m, int64_t n, int64_t k, int64_t splits, int blocks_per_sm) {
-  const int64_t per = slice_k(k, splits);
-  splits = (k + per - 1) / per;
+double split_cost(int64_t tiles, int64_t m, int64_t n, const Split& s, int blocks_per_sm) {
   const int64_t slots = int64_t{kSmCount} * blocks_per_sm;
-  const int64_t waves = (tiles * splits + slots - 1) / slots;
-  double cost = static_cast<double>(waves) * (per + kBlockStartK);
-  if (splits > 1) cost += kBlockStartK + kSumCostPerElement * static_cast<double>(splits + 1) * m * n;
+  const int64_t waves = (tiles * s.splits + slots - 1) / slots;
+  double cost = static_cast<double>(waves) * (s.k_per_split + kBlockStartK);
+  if (s.splits > 1) cost += kBlockStartK + kSumCostPerElement * static_cast<double>(s.splits + 1) * m * n;
   return cost;
 }
 
@@ -521,23 +524,20 @@ template <int BM, int BN>
 Split split_for(int64_t m, int64_t n, int64_t k) {
   constexpr int kBlocksPerSm = 128 * 128 / (BM * BN);  // equal shares of an SM: its blocks' outputs
   const int64_t tiles = ((m + BM - 1) / BM) * ((n + BN - 1) / BN);
-  int64_t splits = 1;
+  Split best = slices(k, 1);
   if (tiles > 0 && tiles < kUnsplitTiles) {  // no tiles: an empty output, nothing to launch
     const int64_t most = std::min(k / kMinSliceK, (kMaxBlocks + tiles - 1) / tiles);
-    double best = split_cost(tiles, m, n, k, 1, kBlocksPerSm);
-    for (int64_t s = 2; s <= most; ++s) {
-      const double cost = split_cost(tiles, m, n, k, s, kBlocksPerSm);
-      if (cost < best) {
-        best = cost;
-        splits = s;
+    double best_cost = split_cost(tiles, m, n, best, kBlocksPerSm);
+    for (int64_t wanted = 2; wanted <= most; ++wanted) {
+      const Split s = slices(k, wanted);
+      const double cost = split_cost(tiles, m, n, s, kBlocksPerSm);
+      if (cost < best_cost) {
+        best_cost = cost;
+        best = s;
       }
     }
   }
-  const int64_t per = slice_k(k, splits);
-  Split s;
-  s.k_per_split = static_cast<int>(per);
-  s.splits = static_cast<int>(std::max<int64_t>(1, (k + per - 1) / per));
-  return s;
+  return best;
 }
 
 // Narrow outputs (n <= 64: the first ResNet stage, most matmuls of small layers) use 128 x 64 tiles.
