@@ -325,6 +325,15 @@ def test_deterministic_and_zero_size(modes):
     assert empty.shape == (0, 4, 8, 8)
     inner0 = torch_ops.matmul(torch.ones(3, 0, device=DEVICE), torch.ones(0, 5, device=DEVICE), multiplier="am16")
     assert inner0.shape == (3, 5) and bool((inner0 == 0).all())
+    # no output rows with a long k (576, 300: GEMMs that would be cut into k slices): nothing to launch, and the
+    # workspace sizing must not divide by the empty grid's zero tiles (a SIGFPE before 2026-11-25)
+    x0 = torch.zeros(0, 64, 8, 8, device=DEVICE).to(memory_format=torch.channels_last).requires_grad_()
+    w0 = torch.ones(64, 64, 3, 3, device=DEVICE, requires_grad=True)
+    y0 = torch_ops.conv2d(x0, w0, padding=1, multiplier="am16")
+    gx0, gw0 = torch.autograd.grad(y0.sum(), (x0, w0))
+    assert y0.shape == (0, 64, 8, 8) and gx0.shape == x0.shape and bool((gw0 == 0).all())
+    rows0 = torch_ops.matmul(torch.ones(0, 300, device=DEVICE), torch.ones(300, 5, device=DEVICE), multiplier="am16")
+    assert rows0.shape == (0, 5)
 
 
 def _misaligned(t: torch.Tensor) -> torch.Tensor:
