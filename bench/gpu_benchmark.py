@@ -3,12 +3,13 @@
     python bench/gpu_benchmark.py [--modes acc32,am16,...] [--repeats 15] [--calls 10] [--json out.json]
 
 For every mode: forward and forward+backward (both gradients through the multiplier) summed over the seven shapes,
-each timed with CUDA events (median of --repeats spans of --calls back-to-back calls, after warm-up: with one call a
-span also counts the GPU's wait for the binding's Python before the first kernel, ~0.2-0.3 ms on the H100's host,
-while in training that work overlaps the kernels of the call before), as ratios to cuDNN fp32 (TF32 off) and cuDNN TF32
-(TensorFlow's default on Ampere and later) measured in the same run; plus the achieved simulated products per second
-(2 flops each) against the GPU's measured FP32 FMA rate (a large cuBLAS SGEMM). Every kernel is verified by
-tests/device before it is timed here.
+each timed with CUDA events (median of --repeats spans of --calls back-to-back calls, after warm-up; each span starts
+behind an untimed call, so that the host's Python and autograd work overlaps the kernels of the call before, as in
+training, instead of counting as the GPU's wait before the first kernel: ops.selftest_frameworks.cuda_median_ms;
+through 2026-11-25 that wait, ~0.2-0.3 ms a span, was in the tables, divided by --calls), as ratios to cuDNN fp32
+(TF32 off) and cuDNN TF32 (TensorFlow's default on Ampere and later) measured in the same run; plus the achieved
+simulated products per second (2 flops each) against the GPU's measured FP32 FMA rate (a large cuBLAS SGEMM). Every
+kernel is verified by tests/device before it is timed here.
 """
 
 from __future__ import annotations

@@ -22,9 +22,11 @@ CUDNN = "cudnn"
 
 def cuda_median_ms(fn, repeats: int, warmup: int = 3, calls: int = 1) -> float:
     """Median over `repeats` spans of fn's GPU time per call in ms (CUDA events on torch's current stream), after
-    warm-up. A span of one call also counts the GPU's wait for its first launch (the host's Python and autograd
-    work before it); `calls` back-to-back calls per span let that work overlap the previous call's kernels, as
-    in a training loop, so the span measures the kernels."""
+    warm-up: the GPU's time in a training loop, where the host's work for a call (Python, autograd, launches)
+    overlaps the kernels of the call before. So each span starts behind one untimed call: its start event is queued
+    while the GPU still runs that call, and the host's work for the first timed call is done by then (without it a
+    span also counted the GPU's wait for that work, ~0.2-0.3 ms for a conv of the torch binding on the H100's host,
+    2026-11-25). `calls` back-to-back calls per span average the events' resolution."""
     import torch
 
     for _ in range(warmup):
@@ -33,6 +35,7 @@ def cuda_median_ms(fn, repeats: int, warmup: int = 3, calls: int = 1) -> float:
     times = []
     for _ in range(repeats):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        fn()  # untimed: the GPU works on it while the host prepares the first timed call
         start.record()
         for _ in range(calls):
             fn()

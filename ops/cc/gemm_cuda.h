@@ -38,7 +38,8 @@ struct LaunchStatus {
 
 // Bytes of scratch device memory each call needs (0 if none); the caller allocates it (the frameworks' allocators).
 size_t conv2d_workspace_bytes(const ConvGeometry& g);
-size_t conv2d_backprop_input_workspace_bytes(const ConvGeometry& g);
+size_t conv2d_backprop_input_workspace_bytes(const ConvGeometry& g);       // with room for the HWOI copy
+size_t conv2d_backprop_input_hwoi_workspace_bytes(const ConvGeometry& g);
 size_t conv2d_backprop_filter_workspace_bytes(const ConvGeometry& g);
 size_t matmul_workspace_bytes(int64_t m, int64_t n, int64_t k, bool transpose_a, bool transpose_b);
 
@@ -46,9 +47,12 @@ size_t matmul_workspace_bytes(int64_t m, int64_t n, int64_t k, bool transpose_a,
 LaunchStatus conv2d(const GpuMultiplier& mult, const ConvGeometry& g, const float* x, const float* w, float* y,
                     void* workspace, cudaStream_t stream);
 // dx [batch, in_h, in_w, in_c] = dy (*) w^T: every (output pixel, tap) that reads an input pixel contributes,
-// dy the left operand of each product.
+// dy the left operand of each product. The kernels read the filter as HWOI [filter_h, filter_w, out_c, in_c]: the
+// first form copies an HWIO w there (in the workspace), the second takes one already in HWOI. Same bits.
 LaunchStatus conv2d_backprop_input(const GpuMultiplier& mult, const ConvGeometry& g, const float* w, const float* dy,
                                    float* dx, void* workspace, cudaStream_t stream);
+LaunchStatus conv2d_backprop_input_hwoi(const GpuMultiplier& mult, const ConvGeometry& g, const float* w_hwoi,
+                                        const float* dy, float* dx, void* workspace, cudaStream_t stream);
 // dw [filter_h, filter_w, in_c, out_c] = im2col(x)^T (*) dy, x the left operand of each product.
 LaunchStatus conv2d_backprop_filter(const GpuMultiplier& mult, const ConvGeometry& g, const float* x, const float* dy,
                                     float* dw, void* workspace, cudaStream_t stream);

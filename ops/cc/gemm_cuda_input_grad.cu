@@ -4,6 +4,12 @@
 // With stride s > 1 (and no dilation) an input pixel is read only by the taps kh = (hi + pad_top) mod s (mod s), so
 // the pixels are split into s_h x s_w phases by (hi + pad_top) mod s, each a GEMM over its own taps only: a gather
 // over all taps would multiply (s_h s_w - 1) / (s_h s_w) zeros, 3/4 of the work at stride 2.
+//
+// The GEMMs read the filter as HWOI [kh, kw, out_c, in_c]: B's row k = (kh, kw, co) is then in_c contiguous floats,
+// read like the forward's HWIO weights (16-byte loads along n, no transposing stores). Read from HWIO along k, the
+// input gradient ran ~5 % below the forward of the same GEMM shape, its stores to shared memory 2-way conflicted
+// (H100, 2026-11-25). The torch binding makes HWOI in the one copy it makes of torch's OIHW anyway; an HWIO filter
+// (TensorFlow's) is transposed into the workspace first (a 512 x 512 x 3 x 3 filter: ~10 us).
 #include "gemm_cuda_kernel.cuh"
 
 namespace amdnn {
@@ -94,29 +100,29 @@ struct PhaseGather {
   bool vector_ok() const { return aligned16(dy) && g.out_c % 4 == 0; }
 };
 
-// B of one phase: (n = ci, k = (jh, jw, co)) = w[kh0 + jh * stride_h, kw0 + jw * stride_w, ci, co].
+// B of one phase: (n = ci, k = (jh, jw, co)) = w[kh0 + jh * stride_h, kw0 + jw * stride_w, co, ci] of an HWOI filter.
 struct PhaseFilter {
-  static constexpr bool kAlongK = true;
+  static constexpr bool kAlongK = false;
   const float* w;
   Geometry g;
   Phase ph;
   int k_size;
-  struct Outer { int offset; bool valid; };
+  struct Outer { int ci; bool valid; };
   using Cursor = PhaseCursor;
-  __device__ Outer outer(int ci) const { return {ci * g.out_c, ci < g.in_c}; }
+  __device__ Outer outer(int ci) const { return {ci, ci < g.in_c}; }
   __device__ Cursor cursor(int k) const { return phase_cursor(g, ph, k); }
   __device__ void advance(Cursor& c, int step) const { phase_advance(g, ph, c, step); }
+  __device__ int offset(const Outer& o, const Cursor& c) const {
+    const int kh = ph.kh0 + c.jh * g.stride_h, kw = ph.kw0 + c.jw * g.stride_w;
+    return ((kh * g.filter_w + kw) * g.out_c + c.co) * g.in_c + o.ci;
+  }
   __device__ uint32_t load(const Outer& o, const Cursor& c) const {
-    const int kh = ph.kh0 + c.jh * g.stride_h, kw = ph.kw0 + c.jw * g.stride_w;
-    const bool in = o.valid && c.k < k_size;
-    return in ? __float_as_uint(__ldg(w + (kh * g.filter_w + kw) * g.in_c * g.out_c + o.offset + c.co)) : 0u;
+    return (o.valid && c.k < k_size) ? __float_as_uint(__ldg(w + offset(o, c))) : 0u;
   }
-  __device__ uint4 load4(const Outer& o, const Cursor& c) const {  // co .. co + 3 of one (tap, ci)
-    const int kh = ph.kh0 + c.jh * g.stride_h, kw = ph.kw0 + c.jw * g.stride_w;
-    const bool in = o.valid && c.k < k_size;
-    return in ? load4_at(w + (kh * g.filter_w + kw) * g.in_c * g.out_c + o.offset + c.co) : make_uint4(0u, 0u, 0u, 0u);
+  __device__ uint4 load4(const Outer& o, const Cursor& c) const {  // ci .. ci + 3 of one (tap, co)
+    return (o.valid && c.k < k_size) ? load4_at(w + offset(o, c)) : make_uint4(0u, 0u, 0u, 0u);
   }
-  bool vector_ok() const { return aligned16(w) && g.out_c % 4 == 0; }
+  bool vector_ok() const { return aligned16(w) && g.in_c % 4 == 0; }
 };
 
 // Row r of a phase's C is dx pixel (n, row0 + hq * stride_h, col0 + wq * stride_w).
@@ -132,9 +138,27 @@ struct PhaseRows {
   }
 };
 
-}  // namespace
+// HWIO [taps, in_c, out_c] -> HWOI [taps, out_c, in_c]: 32 x 32 tiles through shared memory (a padded row, so the
+// transposed reads do not conflict), coalesced on both sides. One block per (tap, in_c tile, out_c tile), in x (the
+// grid's y and z stop at 65,535).
+__global__ void hwio_to_hwoi(const float* hwio, int in_c, int out_c, int ci_tiles, int co_tiles, float* hwoi) {
+  __shared__ float tile[32][33];
+  const int co_tile = blockIdx.x % co_tiles, rest = blockIdx.x / co_tiles;
+  const int ci_tile = rest % ci_tiles, tap = rest / ci_tiles;
+  const long long base = static_cast<long long>(tap) * in_c * out_c;
+  const int ci0 = ci_tile * 32, co0 = co_tile * 32;
+  for (int r = threadIdx.y; r < 32; r += blockDim.y) {
+    const int ci = ci0 + r, co = co0 + threadIdx.x;
+    if (ci < in_c && co < out_c) tile[r][threadIdx.x] = hwio[base + static_cast<long long>(ci) * out_c + co];
+  }
+  __syncthreads();
+  for (int r = threadIdx.y; r < 32; r += blockDim.y) {
+    const int co = co0 + r, ci = ci0 + threadIdx.x;
+    if (ci < in_c && co < out_c) hwoi[base + static_cast<long long>(co) * in_c + ci] = tile[threadIdx.x][r];
+  }
+}
 
-size_t conv2d_backprop_input_workspace_bytes(const ConvGeometry& g) {
+size_t gemm_workspace_bytes(const ConvGeometry& g) {
   if (!by_phases(g)) return workspace_for(g.batch * g.in_h * g.in_w, g.in_c, g.filter_h * g.filter_w * g.out_c);
   size_t bytes = 0;
   for (int ph = 0; ph < g.stride_h; ++ph)
@@ -145,14 +169,41 @@ size_t conv2d_backprop_input_workspace_bytes(const ConvGeometry& g) {
   return bytes;
 }
 
+// Where the HWOI copy of an HWIO filter starts in the workspace: after the GEMM's, 256-byte aligned.
+size_t filter_copy_offset(const ConvGeometry& g) { return (gemm_workspace_bytes(g) + 255) / 256 * 256; }
+
+}  // namespace
+
+size_t conv2d_backprop_input_workspace_bytes(const ConvGeometry& g) {
+  return filter_copy_offset(g) + static_cast<size_t>(g.patch_size() * g.out_c) * sizeof(float);
+}
+
+size_t conv2d_backprop_input_hwoi_workspace_bytes(const ConvGeometry& g) { return gemm_workspace_bytes(g); }
+
 LaunchStatus conv2d_backprop_input(const GpuMultiplier& mult, const ConvGeometry& g, const float* w, const float* dy,
                                    float* dx, void* workspace, cudaStream_t stream) {
   if (!conv_fits(g)) return {false, kTooLarge};
+  if (g.patch_size() * g.out_c == 0) return conv2d_backprop_input_hwoi(mult, g, w, dy, dx, workspace, stream);
+  if (workspace == nullptr) return {false, "the input gradient of an HWIO filter was given no workspace"};
+  float* const hwoi = reinterpret_cast<float*>(static_cast<char*>(workspace) + filter_copy_offset(g));
+  const int ci_tiles = static_cast<int>((g.in_c + 31) / 32), co_tiles = static_cast<int>((g.out_c + 31) / 32);
+  const int64_t blocks = int64_t{ci_tiles} * co_tiles * g.filter_h * g.filter_w;
+  if (blocks > kMaxElements) return {false, kTooLarge};
+  hwio_to_hwoi<<<static_cast<unsigned>(blocks), dim3(32, 8), 0, stream>>>(
+      w, static_cast<int>(g.in_c), static_cast<int>(g.out_c), ci_tiles, co_tiles, hwoi);
+  const cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess) return {false, cudaGetErrorString(status)};
+  return conv2d_backprop_input_hwoi(mult, g, hwoi, dy, dx, workspace, stream);
+}
+
+LaunchStatus conv2d_backprop_input_hwoi(const GpuMultiplier& mult, const ConvGeometry& g, const float* w,
+                                        const float* dy, float* dx, void* workspace, cudaStream_t stream) {
+  if (!conv_fits(g)) return {false, kTooLarge};
   const Geometry g32 = geometry32(g);
-  if (!by_phases(g)) {
+  if (!by_phases(g)) {  // B [k = (kh, kw, co), in_c] is the HWOI filter as it lies
     const int64_t rows = g.batch * g.in_h * g.in_w, k = g.filter_h * g.filter_w * g.out_c;
     const DyGather a{dy, g32, static_cast<int>(rows), static_cast<int>(k)};
-    const FilterTransposed b{w, static_cast<int>(g.in_c), static_cast<int>(g.out_c), static_cast<int>(k)};
+    const DenseAlongOuter b{w, static_cast<int>(g.in_c), static_cast<int>(k), static_cast<int>(g.in_c)};
     return launch(mult, a, b, rows, g.in_c, k, dx, workspace, stream);
   }
   // Phases that no tap reads (a 1x1 filter at stride 2, say) have a zero gradient: clear dx first.

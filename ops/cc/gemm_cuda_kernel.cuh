@@ -145,8 +145,16 @@ struct Stage {
   static constexpr int kStride = kThreads / kPerRow;  // between a thread's groups: outer (read along k) or k
   static_assert(kGroups * V * kThreads == BO * kBK, "tile not divisible among threads");
   static_assert(kThreads % kPerRow == 0, "thread mapping");
+  // Read along k, a warp's lanes store column by column into rows kLd = 4 (mod 32) words apart: with four groups a
+  // row (k tiles of 16), lanes whose k offsets differ by 8 (16 rows) meet in the same banks, a 2-way conflict on every
+  // store (ncu, am16 forward on the H100: a third of the shared-store wavefronts). Those lanes take outer indices
+  // 8 apart instead (an XOR inside each 16, so the thread's outer indices stay a permutation of the tile's).
+  static constexpr bool kSwizzle = Loader::kAlongK && V == 4 && kPerRow == 4;
+  static_assert(!kSwizzle || kStride % 16 == 0, "swizzle stays inside the thread's stride");
   __device__ static int contiguous(int tid) { return (tid % kPerRow) * V; }  // k offset, or outer offset
-  __device__ static int strided(int tid) { return tid / kPerRow; }           // outer offset, or k offset
+  __device__ static int strided(int tid) {                                   // outer offset, or k offset
+    return kSwizzle ? (tid / kPerRow) ^ (((tid % kPerRow) >> 1) << 3) : tid / kPerRow;
+  }
 
   __device__ static void outers(const Loader& l, int origin, int tid, typename Loader::Outer* out) {
 #pragma unroll
@@ -201,7 +209,7 @@ struct Stage {
   // with a NonzeroRight loop and any is a zero (or subnormal: the zero of rule 2).
   template <Mode M, int kLd, bool kLeft>
   __device__ static uint32_t store(const uint32_t* in, uint32_t* raw, uint32_t* planes) {
-    constexpr int kP = kLeft ? LeftPlanes<Fast<M>>::value : Fast<M>::kPlanes;
+    constexpr int kP = Fast<M>::kPlanes;
     constexpr bool kZeros = !kLeft && kHasNonzeroRight<Fast<M>>;
     bool outside = false, zero = false;
 #pragma unroll
@@ -336,7 +344,7 @@ __device__ __forceinline__ uint32_t block_flags(uint32_t flags) {
 template <Mode M>
 constexpr int buffer_words(int bm, int bn) {
   constexpr bool kRaw = Fast<M>::kRawIsPlane;
-  return tile_k<M>(bn) * ((1 + (kRaw ? 0 : LeftPlanes<Fast<M>>::value)) * (bm + kPad) +
+  return tile_k<M>(bn) * ((1 + (kRaw ? 0 : Fast<M>::kPlanes)) * (bm + kPad) +
                           (1 + (kRaw ? 0 : Fast<M>::kPlanes)) * (bn + kPad));
 }
 
@@ -356,7 +364,6 @@ __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOC
   constexpr int kTN = thread_cols<M, BN>(), kTM = thread_rows<M, BN>();
   constexpr int kThreads = block_threads<M, BM, BN>();
   constexpr int kBK = tile_k<M>(BN);
-  constexpr int kPA = LeftPlanes<F>::value;
   constexpr int kLdA = BM + kPad, kLdB = BN + kPad;
   constexpr int kBufferWords = buffer_words<M>(BM, BN);
   using StageA = Stage<BM, kThreads, kBK, V, LoadA>;
@@ -369,7 +376,7 @@ __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOC
   auto raw_a = [&](int s) { return buffers + s * kBufferWords; };
   auto raw_b = [&](int s) { return raw_a(s) + kBK * kLdA; };
   auto dec_a = [&](int s) { return F::kRawIsPlane ? raw_a(s) : raw_b(s) + kBK * kLdB; };
-  auto dec_b = [&](int s) { return F::kRawIsPlane ? raw_b(s) : dec_a(s) + kPA * kBK * kLdA; };
+  auto dec_b = [&](int s) { return F::kRawIsPlane ? raw_b(s) : dec_a(s) + F::kPlanes * kBK * kLdA; };
 
   const int tid = threadIdx.x;
   int tx, ty;
@@ -382,7 +389,10 @@ __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOC
   if constexpr (M == Mode::kAm16) {
     for (int i = tid; i < 256 * 32; i += kThreads) reinterpret_cast<float*>(table)[i] = p.sums.g[i >> 5];
   } else if constexpr (M == Mode::kTable) {
-    for (int i = tid; i < kTableSize; i += kThreads) table[i] = static_cast<char>(p.table7[i]);  // any alignment
+    for (int i = tid; i < table_bytes<M>(); i += kThreads) {  // rows of kTableRowBytes: the table's 128, then zeros
+      const int row = i / kTableRowBytes, column = i - row * kTableRowBytes;
+      table[i] = column < 128 ? static_cast<char>(p.table7[row * 128 + column]) : 0;
+    }
   }
   const char* table_lane = table + (M == Mode::kAm16 ? 4 * (tid & 31) : 0);
 

@@ -239,40 +239,6 @@ struct DyGather {
   bool vector_ok() const { return aligned16(dy) && g.out_c % 4 == 0; }
 };
 
-// Input-gradient B without stride phases: element (n = ci, k = (kh, kw, co)) = w[kh, kw, ci, co].
-struct FilterCursor {
-  int k, co, offset;  // offset of (kh, kw, 0, co)
-};
-
-struct FilterTransposed {
-  static constexpr bool kAlongK = true;
-  const float* w;
-  int in_c, out_c, k_size;
-  struct Outer { int offset; bool valid; };
-  using Cursor = FilterCursor;
-  __device__ Outer outer(int ci) const { return {ci * out_c, ci < in_c}; }
-  __device__ Cursor cursor(int k) const {
-    const int t = k / out_c, co = k - t * out_c;
-    return {k, co, t * in_c * out_c + co};
-  }
-  __device__ void advance(Cursor& c, int step) const {
-    c.k += step;
-    c.co += step;
-    c.offset += step;
-    while (c.co >= out_c) {  // the next tap: skip the other in_c - 1 rows of out_c
-      c.co -= out_c;
-      c.offset += (in_c - 1) * out_c;
-    }
-  }
-  __device__ uint32_t load(const Outer& o, const Cursor& c) const {
-    return (o.valid && c.k < k_size) ? __float_as_uint(__ldg(w + o.offset + c.offset)) : 0u;
-  }
-  __device__ uint4 load4(const Outer& o, const Cursor& c) const {  // co .. co + 3 of one (tap, ci)
-    return (o.valid && c.k < k_size) ? load4_at(w + o.offset + c.offset) : make_uint4(0u, 0u, 0u, 0u);
-  }
-  bool vector_ok() const { return aligned16(w) && out_c % 4 == 0; }
-};
-
 }  // namespace
 }  // namespace gpu
 }  // namespace amdnn

@@ -186,44 +186,42 @@ struct Fast<Mode::kAm16> {
 };
 
 // lut tables (any 128 x 128 table, not symmetric in general): the table's bytes c << 7 | M in shared memory, row Fa
-// (the left operand's field) at Fa * 128 bytes. A warp's lanes share their left operands (thread_cols in
-// gemm_cuda_kernel.cuh), so a lookup reads one 128-byte row: its 32 words lie in 32 banks, and the warp's 32 lookups
-// never conflict (with a float table, 512 bytes a row, a warp's lookups met in random banks, 3-4 way: 8.4x of cuDNN
-// fp32 on the H100 against 3.3x now).
+// (the left operand's field) at Fa * kTableRowBytes bytes. A warp's lanes share their left operands (thread_cols in
+// gemm_cuda_kernel.cuh), so a lookup reads one row: its 32 words lie in 32 banks, and the warp's 32 lookups never
+// conflict (with a float table, 512 bytes a row, a warp's lookups met in random banks, 3-4 way: 8.4x of cuDNN fp32
+// on the H100 against 3.3x).
 // pb * G is an integer sum: pb = sign * 2^(Eb - 127) has no mantissa bits, and byte << 16 puts M in the top of the
-// mantissa and the carry c into the exponent. The right operand's third plane is that shift's factor, 2^16, or 0
-// for a zero operand, whose pb is 0: one IMAD gives pb * G, or the zero of rule 2. The left operand has two planes.
+// mantissa and the carry c into the exponent: one IMAD, byte * 2^16 + pb. A zero right operand (pb = 0) reads
+// column 128, a zero byte past each row's 128 (read only where the right operands hold zeros, whose lookups may then
+// meet a word of the row's start: a 2-way conflict at worst), so pb * G is 0 and the FFMA adds pa * 0: the sum is
+// unchanged, as the definition's zero product leaves it (a running sum starts at +0 and is never -0, so the zero's
+// sign never shows). A zero left operand has pa = 0. Two planes a side: with a third for the zero case (the factor
+// 2^16 or 0, read per k) the benchmark's 21 conv ops took 18.86 ms, with two 18.23 (H100, 2026-11-25, with the
+// conflict-free staging of the same day, which moved am16 by 0.2 %). Packing pa and the offset into one word (masks
+// per operand) read half the fragment words but added ALU work: lut 2.5 % slower, am16 0.3 %; not kept.
+constexpr int kTableRowBytes = 132;  // 128 bytes and the zero column, rounded to whole words
+constexpr uint32_t kZeroColumn = 128;
+
 template <>
 struct Fast<Mode::kTable> {
-  static constexpr int kPlanes = 3;
-  static constexpr int kLeftPlanes = 2;
+  static constexpr int kPlanes = 2;
   static constexpr bool kRawIsPlane = false;
   __device__ static bool exact(uint32_t u) { return in_fast_range(u); }
   __device__ static void decode(uint32_t u, bool left, uint32_t* w) {
+    const uint32_t field = (u >> 16) & 0x7Fu;
     w[0] = power_of_two(u);
-    w[1] = ((u >> 16) & 0x7Fu) * (left ? 128u : 1u);
-    if (!left) w[2] = exponent_of(u) == 0u ? 0u : 0x10000u;
+    w[1] = left ? field * kTableRowBytes : (exponent_of(u) == 0u ? kZeroColumn : field);
   }
   __device__ static float madd(float acc, const uint32_t* a, const uint32_t* b, const char* table) {
     const uint32_t byte = *reinterpret_cast<const uint8_t*>(table + (a[1] + b[1]));
-    return __fmaf_rn(__uint_as_float(a[0]), __uint_as_float(byte * b[2] + b[0]), acc);
+    return __fmaf_rn(__uint_as_float(a[0]), __uint_as_float(byte * 0x10000u + b[0]), acc);
   }
-};
-
-// Planes the left operand stages: kLeftPlanes where a mode has fewer on that side, else kPlanes.
-template <class F, class = void>
-struct LeftPlanes {
-  static constexpr int value = F::kPlanes;
-};
-template <class F>
-struct LeftPlanes<F, std::void_t<decltype(F::kLeftPlanes)>> {
-  static constexpr int value = F::kLeftPlanes;
 };
 
 // The inner loop that reads every plane: madd of the mode.
 template <class F>
 struct AllPlanes {
-  static constexpr int kLeftReads = LeftPlanes<F>::value, kRightReads = F::kPlanes;
+  static constexpr int kLeftReads = F::kPlanes, kRightReads = F::kPlanes;
   __device__ static float madd(float acc, const uint32_t* a, const uint32_t* b, const char* table) {
     return F::madd(acc, a, b, table);
   }
@@ -244,7 +242,7 @@ constexpr bool kHasNonzeroRight = !std::is_same_v<typename NonzeroRightLoop<F>::
 
 template <Mode M>
 constexpr int table_bytes() {
-  return M == Mode::kAm16 ? 256 * 32 * 4 : (M == Mode::kTable ? kTableSize : 0);
+  return M == Mode::kAm16 ? 256 * 32 * 4 : (M == Mode::kTable ? 128 * kTableRowBytes : 0);
 }
 
 }  // namespace

@@ -196,6 +196,10 @@ Tensor products_cpu_kernel(const Tensor& a, const Tensor& b, const Tensor& table
 
 #if defined(AMDNN_WITH_CUDA)
 
+// The CUDA input gradient reads the filter as HWOI (gemm_cuda_input_grad.cu): made here in the copy torch's OIHW
+// needs anyway.
+Tensor hwoi(const Tensor& w) { return w.permute({2, 3, 0, 1}).contiguous(); }
+
 gpu::GpuMultiplier gpu_multiplier(const std::string& name, const Tensor& table, const Tensor& like) {
   gpu::GpuMultiplier mult;
   mult.mode = mode_of(name);
@@ -246,11 +250,12 @@ Tensor conv2d_backward_input_cuda_kernel(at::IntArrayRef input_size, const Tenso
   const gpu::GpuMultiplier mult = gpu_multiplier(std::string(multiplier), table, dy);
   // Checks first, then the device guard: every TORCH_CHECK above runs before any CUDA state changes.
   const c10::cuda::CUDAGuard guard(dy.device());
-  const Tensor wh = hwio(w), dyh = nhwc(dy);
+  const Tensor wh = hwoi(w), dyh = nhwc(dy);
   Tensor dx = torch::empty({g.batch, g.in_h, g.in_w, g.in_c}, dy.options());
-  Tensor ws = workspace(gpu::conv2d_backprop_input_workspace_bytes(g), dy);
-  check_launch(gpu::conv2d_backprop_input(mult, g, wh.data_ptr<float>(), dyh.data_ptr<float>(), dx.data_ptr<float>(),
-                                          ws.data_ptr(), at::cuda::getCurrentCUDAStream().stream()),
+  Tensor ws = workspace(gpu::conv2d_backprop_input_hwoi_workspace_bytes(g), dy);
+  check_launch(gpu::conv2d_backprop_input_hwoi(mult, g, wh.data_ptr<float>(), dyh.data_ptr<float>(),
+                                               dx.data_ptr<float>(), ws.data_ptr(),
+                                               at::cuda::getCurrentCUDAStream().stream()),
                "conv2d_backward_input");
   return nchw_view(dx);
 }
