@@ -6,10 +6,12 @@
 // over all taps would multiply (s_h s_w - 1) / (s_h s_w) zeros, 3/4 of the work at stride 2.
 //
 // The GEMMs read the filter as HWOI [kh, kw, out_c, in_c]: B's row k = (kh, kw, co) is then in_c contiguous floats,
-// read like the forward's HWIO weights (16-byte loads along n, no transposing stores). Read from HWIO along k, the
-// input gradient ran ~5 % below the forward of the same GEMM shape, its stores to shared memory 2-way conflicted
-// (H100, 2026-11-25). The torch binding makes HWOI in the one copy it makes of torch's OIHW anyway; an HWIO filter
-// (TensorFlow's) is transposed into the workspace first (a 512 x 512 x 3 x 3 filter: ~10 us).
+// read like the forward's HWIO weights (16-byte loads along n, no transposing stores). Read from HWIO along k, its
+// stores to shared memory were 2-way conflicted (ncu, H100, 2026-11-25); the input gradient ran ~5 % below the
+// forward of the same GEMM shape before and ~4 % after (am16's seven input gradients 6.02 -> 6.00 ms with the HWIO
+// entry's transposes in). The torch binding makes HWOI in the one copy it makes of torch's OIHW anyway; an HWIO
+// filter (TensorFlow's) is transposed into the workspace first (a 512 x 512 x 3 x 3 filter moves 19 MB: ~10 us at
+// the H100's bandwidth, not timed alone).
 #include "gemm_cuda_kernel.cuh"
 
 namespace amdnn {

@@ -146,9 +146,10 @@ struct Stage {
   static_assert(kGroups * V * kThreads == BO * kBK, "tile not divisible among threads");
   static_assert(kThreads % kPerRow == 0, "thread mapping");
   // Read along k, a warp's lanes store column by column into rows kLd = 4 (mod 32) words apart: with four groups a
-  // row (k tiles of 16), lanes whose k offsets differ by 8 (16 rows) meet in the same banks, a 2-way conflict on every
-  // store (ncu, am16 forward on the H100: a third of the shared-store wavefronts). Those lanes take outer indices
-  // 8 apart instead (an XOR inside each 16, so the thread's outer indices stay a permutation of the tile's).
+  // row (k tiles of 16), lanes whose k offsets differ by 8 (rows 8 x 4 words = 32 banks apart) meet in the same banks,
+  // a 2-way conflict on every store (ncu, am16 forward on the H100: a third of the shared-store wavefronts). Those
+  // lanes take outer indices 8 apart instead (an XOR inside each 16, so the thread's outer indices stay a permutation
+  // of the tile's).
   static constexpr bool kSwizzle = Loader::kAlongK && V == 4 && kPerRow == 4;
   static_assert(!kSwizzle || kStride % 16 == 0, "swizzle stays inside the thread's stride");
   __device__ static int contiguous(int tid) { return (tid % kPerRow) * V; }  // k offset, or outer offset
