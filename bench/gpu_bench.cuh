@@ -1,5 +1,6 @@
 // What the CUDA microbenchmarks (gpu_inner_loops.cu, gpu_kernel_ab.cu, gpu_conv_ops.cu) share: the median time of
-// spans of back-to-back calls, a hash of a device buffer's bits, and acc16's table (ACC_7) as lut's test table.
+// spans of back-to-back calls, a hash of a device buffer's bits, host data copied to the device, and acc16's table
+// (ACC_7) as lut's test table.
 #ifndef AMDNN_BENCH_GPU_BENCH_CUH_
 #define AMDNN_BENCH_GPU_BENCH_CUH_
 
@@ -44,6 +45,14 @@ inline uint64_t bits_hash(const float* device, size_t n) {
   uint64_t h = 1469598103934665603ull;
   for (uint32_t v : bits) h = (h ^ v) * 1099511628211ull;
   return h;
+}
+
+// A device copy of host floats (freed by the caller with cudaFree).
+inline float* to_device(const std::vector<float>& host) {
+  float* device;
+  cudaMalloc(&device, host.size() * 4);
+  cudaMemcpy(device, host.data(), host.size() * 4, cudaMemcpyHostToDevice);
+  return device;
 }
 
 // acc16's 128 x 128 table, c << 7 | M for every pair of 7-bit fields (the bytes of ACC_7.bin), in device memory.

@@ -25,6 +25,7 @@
 using namespace amdnn;
 using namespace amdnn::gpu;
 using amdnn_bench::bits_hash;
+using amdnn_bench::to_device;
 
 namespace {
 
@@ -35,13 +36,6 @@ float near_normal(uint32_t& s) {  // a sum of 4 uniforms, scaled to unit varianc
     t += (s >> 8) / 16777216.0f;
   }
   return (t - 2.0f) * 1.732f;
-}
-
-float* to_device(const std::vector<float>& v) {
-  float* d;
-  cudaMalloc(&d, v.size() * 4);
-  cudaMemcpy(d, v.data(), v.size() * 4, cudaMemcpyHostToDevice);
-  return d;
 }
 
 }  // namespace

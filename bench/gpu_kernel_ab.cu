@@ -42,11 +42,10 @@ void bench(const char* name, int size, int cin, int cout, const uint8_t* table7)
   auto rnd = [&] { s = s * 1664525u + 1013904223u; return (s >> 8) / 16777216.0f * 2 - 1; };
   for (auto& v : hx) { v = rnd(); if (v < 0) v = 0; }  // after a ReLU: half zeros
   for (auto& v : hw) v = rnd() * 0.05f;
-  float *x, *w, *y; void* ws;
-  cudaMalloc(&x, nx * 4); cudaMalloc(&w, nw * 4); cudaMalloc(&y, ny * 4);
+  float *x = amdnn_bench::to_device(hx), *w = amdnn_bench::to_device(hw), *y; void* ws;
+  cudaMalloc(&y, ny * 4);
   const size_t wsb = workspace_for(g.out_pixels(), cout, g.patch_size());
   cudaMalloc(&ws, wsb + 16);
-  cudaMemcpy(x, hx.data(), nx * 4, cudaMemcpyHostToDevice); cudaMemcpy(w, hw.data(), nw * 4, cudaMemcpyHostToDevice);
   const int rows = static_cast<int>(g.out_pixels()), taps = static_cast<int>(g.patch_size());
   const Im2Col a{x, geometry32(g), rows, taps};
   const DenseAlongOuter b{w, cout, taps, cout};

@@ -388,12 +388,9 @@ __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOC
   const int tiles = k_begin < k_end ? (k_end - k_begin + kBK - 1) / kBK : 0;
 
   if constexpr (M == Mode::kAm16) {
-    for (int i = tid; i < 256 * 32; i += kThreads) reinterpret_cast<float*>(table)[i] = p.sums.g[i >> 5];
+    F::stage_table(p.sums.g, table, tid, kThreads);
   } else if constexpr (M == Mode::kTable) {
-    for (int i = tid; i < table_bytes<M>(); i += kThreads) {  // rows of kTableRowBytes: the table's 128, then zeros
-      const int row = i / kTableRowBytes, column = i - row * kTableRowBytes;
-      table[i] = column < 128 ? static_cast<char>(p.table7[row * 128 + column]) : 0;
-    }
+    F::stage_table(p.table7, table, tid, kThreads);
   }
   const char* table_lane = table + (M == Mode::kAm16 ? 4 * (tid & 31) : 0);
 

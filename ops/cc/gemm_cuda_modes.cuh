@@ -183,6 +183,11 @@ struct Fast<Mode::kAm16> {
     const float g = *reinterpret_cast<const float*>(table_lane + (a[1] + b[1]));
     return __fmaf_rn(__uint_as_float(a[0]), __fmul_rn(__uint_as_float(b[0]), g), acc);
   }
+  // The block's copy in shared memory: G[S] of the 256-entry table `g`, 32 times, entry S of copy l at S * 32 + l.
+  static constexpr int kTableBytes = 256 * 32 * 4;
+  __device__ static void stage_table(const float* g, char* table, int tid, int threads) {
+    for (int i = tid; i < 256 * 32; i += threads) reinterpret_cast<float*>(table)[i] = g[i >> 5];
+  }
 };
 
 // lut tables (any 128 x 128 table, not symmetric in general): the table's bytes c << 7 | M in shared memory, row Fa
@@ -199,8 +204,9 @@ struct Fast<Mode::kAm16> {
 // 2^16 or 0, read per k) the benchmark's 21 conv ops took 18.86 ms, with two 18.23 (H100, 2026-11-25, with the
 // conflict-free staging of the same day, which moved am16 by 0.2 %). Packing pa and the offset into one word (masks
 // per operand) read half the fragment words but added ALU work: lut 2.5 % slower, am16 0.3 %; not kept.
-constexpr int kTableRowBytes = 132;  // 128 bytes and the zero column, rounded to whole words
-constexpr uint32_t kZeroColumn = 128;
+constexpr int kTableRows = 1 << kTableBits;                   // 128 rows and columns of the canonical table
+constexpr int kTableRowBytes = (kTableRows + 1 + 3) / 4 * 4;  // a row, the zero column, rounded to whole words: 132
+constexpr uint32_t kZeroColumn = kTableRows;
 
 template <>
 struct Fast<Mode::kTable> {
@@ -215,6 +221,15 @@ struct Fast<Mode::kTable> {
   __device__ static float madd(float acc, const uint32_t* a, const uint32_t* b, const char* table) {
     const uint32_t byte = *reinterpret_cast<const uint8_t*>(table + (a[1] + b[1]));
     return __fmaf_rn(__uint_as_float(a[0]), __uint_as_float(byte * 0x10000u + b[0]), acc);
+  }
+  // The block's copy in shared memory: the canonical table's rows of 128 bytes (table7, any alignment), each followed
+  // by the zero column and padding to kTableRowBytes.
+  static constexpr int kTableBytes = kTableRows * kTableRowBytes;
+  __device__ static void stage_table(const uint8_t* table7, char* table, int tid, int threads) {
+    for (int i = tid; i < kTableBytes; i += threads) {
+      const int row = i / kTableRowBytes, column = i - row * kTableRowBytes;
+      table[i] = column < kTableRows ? static_cast<char>(table7[row * kTableRows + column]) : 0;
+    }
   }
 };
 
@@ -242,7 +257,8 @@ constexpr bool kHasNonzeroRight = !std::is_same_v<typename NonzeroRightLoop<F>::
 
 template <Mode M>
 constexpr int table_bytes() {
-  return M == Mode::kAm16 ? 256 * 32 * 4 : (M == Mode::kTable ? 128 * kTableRowBytes : 0);
+  if constexpr (M == Mode::kAm16 || M == Mode::kTable) return Fast<M>::kTableBytes;
+  return 0;
 }
 
 }  // namespace
