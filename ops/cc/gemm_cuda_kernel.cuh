@@ -1,21 +1,22 @@
 // The CUDA GEMM kernel template and its launch, shared by the op files (gemm_cuda_*.cu, one per loader pair so
 // they compile in parallel): C[m, n] = sum over k of A[m, k] (*) B[k, n].
 //
-// Tiling (SGEMM style): a block computes a BM x BN tile of C, each thread an 8 x 8 register tile (lut: 16 x 4 or
-// 32 x 2, thread_cols), a warp's threads 4 x 8 of them (lut: 1 x 32, warp_cols); K advances by tile_k (8 or 16) per
-// step. Operands are decoded once per tile element when the tile is staged in shared memory (gemm_cuda_modes.cuh), so
-// the inner loop spends 2-8 instructions per product instead of the ~20 of the scalar definitions. Two shared buffers
-// let a thread decode tile t + 1 and issue the loads of t + 2 while the block computes tile t, with one barrier per
-// tile; operands read four floats at a time where their layout allows (measured in docs/performance.md, "What each
-// change bought").
+// Tiling (SGEMM style): a block computes a BM x BN tile of C, each thread an 8 x 8 register tile (lut: 16 x 4 or 32 x
+// 2; am16 on 128 x 128 tiles: 8 x 4; thread_cols), a warp's threads 4 x 8 of them (lut: 1 x 32, warp_cols); K advances
+// by tile_k (8 or 16) per step. Operands are decoded once per tile element when the tile is staged in shared memory
+// (gemm_cuda_modes.cuh), so the inner loop spends 2-8 instructions per product instead of the ~20 of the scalar
+// definitions. Two shared buffers let a thread decode tile t + 1 and issue the loads of t + 2 while the block computes
+// tile t, with one barrier per tile; operands read four floats at a time where their layout allows (measured in
+// docs/performance.md, "What each change bought").
 //
 // Fast and generic paths: the fast formulas are exact only when no operand is inf/NaN and no product can over- or
 // underflow. Every staged operand is checked (biased exponent 0 or in [64, 190], so any exponent sum is in
 // [128, 380], as the CPU kernels require); the barrier that closes a tile ORs the checks of the next, and a tile with
 // any operand outside runs the scalar definitions of multiplier.h on the raw values instead. Both paths add each
 // product into the same running fp32 sum in k order, so they agree bit for bit, and a stray tiny gradient costs
-// only its own tile. Mitchell's tiles are also checked for zeros among their right operands: without any, the fast
-// path drops the right operand's zero mask (F::NonzeroRight: 2 instructions a product instead of 3).
+// only its own tile. Mitchell's and am16's tiles are also checked for zeros among their right operands: without any,
+// the fast path drops the right operand's zero mask (F::NonzeroRight: Mitchell 2 instructions a product instead of 3,
+// am16 4 instead of 5).
 #ifndef AMDNN_OPS_CC_GEMM_CUDA_KERNEL_CUH_
 #define AMDNN_OPS_CC_GEMM_CUDA_KERNEL_CUH_
 
@@ -58,15 +59,19 @@ constexpr int tile_k(int bn) {
 }
 constexpr int kSliceAlign = 16;  // split-K slices are whole tiles of every mode
 constexpr int kPad = 4;          // shared rows padded by 4 floats: conflict-free stores, 16-byte aligned reads
-constexpr int kThreadProducts = 64;  // every mode's thread tile: 8 x 8, or lut's 16 x 4 and 32 x 2
+constexpr int kThreadProducts = 64;  // the largest thread tile: 8 x 8, lut's 16 x 4 and 32 x 2 (am16's 8 x 4: 32)
 
 // The thread tile: rows x columns of C per thread. lut's lookups are conflict-free only when the 32 lanes of a warp
 // share their rows (their left operands: gemm_cuda_modes.cuh), so a warp spans the block's BN columns (16 x 4 or
-// 32 x 2); the other modes take 8 x 8, the fewest fragment reads per product. (8 x 4 for am16 and Mitchell, 512
-// threads of at most 128 registers and twice the warps per SM, ran at the same speed on the H100: not kept.)
+// 32 x 2); the other modes take 8 x 8, the fewest fragment reads per product. am16 on 128 x 128 tiles takes 8 x 4:
+// 512 threads of at most 128 registers (125, no spills), 4 warps per scheduler instead of 2, and its products
+// (4 instructions, no lookup) issue at 74 % of the slots instead of 70 %: the 21 conv ops of the benchmark 17.55 ->
+// 17.11 ms (H100, 2026-11-26, same bits). The narrow tiles keep 8 x 8 (128 x 64 in 8 x 4 would stage fewer than
+// four elements a thread). The table modes at 8 x 4 (am16's table, Mitchell; 2026-11-24) ran at the same speed as
+// 8 x 8: the shared-memory pipe or the integer pipe bound them, not the warps.
 template <Mode M, int BN>
 constexpr int thread_cols() {
-  return M == Mode::kTable ? BN / 32 : 8;
+  return M == Mode::kTable ? BN / 32 : (M == Mode::kAm16 && BN == 128 ? 4 : 8);
 }
 template <Mode M, int BN>
 constexpr int thread_rows() {
@@ -105,10 +110,6 @@ __device__ unsigned long long g_path_counts[2];
 
 // ------------------------------------------------------------------------------------------------ the kernel
 
-struct SumTable {  // am16's G[S], passed by value (1 KB of kernel parameters)
-  float g[256];
-};
-
 // Where row r of C starts in the output: r * ldc for a dense C; the input gradient's phases map rows elsewhere.
 struct DenseRows {
   int ldc;
@@ -125,7 +126,6 @@ struct GemmParams {
   Rows rows;               // where C's rows go (unsplit launches)
   long long split_stride;  // elements between the partial results of consecutive splits (0: one split)
   const uint8_t* table7;   // device, kTable only
-  SumTable sums;           // kAm16 only
 };
 
 // One operand's part of a k tile: which elements this thread stages and where they go. A thread stages kGroups groups
@@ -305,11 +305,23 @@ __device__ __noinline__ void generic_products(const uint32_t* a, const uint32_t*
   }
 }
 
+// A loop with a cheaper product where no pair of a k step is in a corner of the mode's formula (am16's
+// NonzeroRight: gemm_cuda_modes.cuh) splits each k step on a warp vote: the vote's cost (the ORs of the fragments'
+// flags, ~9 instructions a thread) against one instruction a product saved, 32 a step on the 8 x 4 thread tiles,
+// where ~60 % of a warp's steps have no corner. On 8 x 8 thread tiles (the narrow 128 x 64 kernels: 64 products a
+// step, ~45 % of the steps without a corner, and twice the code) the split made the first stage's ops 14-18 %
+// slower (H100, 2026-11-26): they keep the one loop.
+template <class Inner, class = void>
+constexpr bool kHasCornerSplit = false;
+template <class Inner>
+constexpr bool kHasCornerSplit<Inner, std::void_t<decltype(&Inner::madd_no_corner)>> = true;
+
 // The fast path's products of one k tile: Inner (AllPlanes<F> or NonzeroRightLoop<F>) reads its planes of the thread's
 // fragments at each k and adds each product into its running sum.
 template <class Inner, int BM, int BN, int kBK, int kTM, int kTN, int kLdA, int kLdB>
-__device__ __forceinline__ void fast_tile(const uint32_t* da, const uint32_t* db, int ty, int tx, const char* table_lane,
+__device__ __forceinline__ void fast_tile(const uint32_t* da, const uint32_t* db, int ty, int tx, const char* table,
                                           float (&acc)[kTM][kTN]) {
+  constexpr bool kCornerSplit = kHasCornerSplit<Inner> && kTM * kTN == 32;
 #pragma unroll
   for (int kk = 0; kk < kBK; ++kk) {
     uint32_t a[Inner::kLeftReads][kTM], b[Inner::kRightReads][kTN];
@@ -317,17 +329,28 @@ __device__ __forceinline__ void fast_tile(const uint32_t* da, const uint32_t* db
     for (int q = 0; q < Inner::kLeftReads; ++q) read_fragment<BM, kTM>(da + (q * kBK + kk) * kLdA, ty, a[q]);
 #pragma unroll
     for (int q = 0; q < Inner::kRightReads; ++q) read_fragment<BN, kTN>(db + (q * kBK + kk) * kLdB, tx, b[q]);
+    auto products = [&](auto madd) {
 #pragma unroll
-    for (int i = 0; i < kTM; ++i)
+      for (int i = 0; i < kTM; ++i)
 #pragma unroll
-      for (int j = 0; j < kTN; ++j) {
-        uint32_t ai[Inner::kLeftReads], bj[Inner::kRightReads];
+        for (int j = 0; j < kTN; ++j) {
+          uint32_t ai[Inner::kLeftReads], bj[Inner::kRightReads];
 #pragma unroll
-        for (int q = 0; q < Inner::kLeftReads; ++q) ai[q] = a[q][i];
+          for (int q = 0; q < Inner::kLeftReads; ++q) ai[q] = a[q][i];
 #pragma unroll
-        for (int q = 0; q < Inner::kRightReads; ++q) bj[q] = b[q][j];
-        acc[i][j] = Inner::madd(acc[i][j], ai, bj, table_lane);
-      }
+          for (int q = 0; q < Inner::kRightReads; ++q) bj[q] = b[q][j];
+          acc[i][j] = madd(acc[i][j], ai, bj, table);
+        }
+    };
+    if constexpr (kCornerSplit) {
+      // every thread of the block runs the fast path of the same tiles, so the whole warp is here
+      if (__any_sync(0xFFFFFFFFu, Inner::corner_possible(a, b)))
+        products(Inner::madd);
+      else
+        products(Inner::madd_no_corner);
+    } else {
+      products(Inner::madd);
+    }
   }
 }
 
@@ -387,12 +410,7 @@ __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOC
   const int k_end = min(p.k, k_begin + p.k_per_split);
   const int tiles = k_begin < k_end ? (k_end - k_begin + kBK - 1) / kBK : 0;
 
-  if constexpr (M == Mode::kAm16) {
-    F::stage_table(p.sums.g, table, tid, kThreads);
-  } else if constexpr (M == Mode::kTable) {
-    F::stage_table(p.table7, table, tid, kThreads);
-  }
-  const char* table_lane = table + (M == Mode::kAm16 ? 4 * (tid & 31) : 0);
+  if constexpr (M == Mode::kTable) F::stage_table(p.table7, table, tid, kThreads);
 
   typename LoadA::Outer a_outer[StageA::kOuters];
   typename LoadB::Outer b_outer[StageB::kOuters];
@@ -437,9 +455,9 @@ __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOC
       ++fast_steps;
       if (kNonzeroRight && !(tile_flags & kZeroRightFlag)) {
         fast_tile<typename NonzeroRightLoop<F>::type, BM, BN, kBK, kTM, kTN, kLdA, kLdB>(dec_a(s), dec_b(s), ty, tx,
-                                                                                          table_lane, acc);
+                                                                                          table, acc);
       } else {
-        fast_tile<AllPlanes<F>, BM, BN, kBK, kTM, kTN, kLdA, kLdB>(dec_a(s), dec_b(s), ty, tx, table_lane, acc);
+        fast_tile<AllPlanes<F>, BM, BN, kBK, kTM, kTN, kLdA, kLdB>(dec_a(s), dec_b(s), ty, tx, table, acc);
       }
     } else {
       ++generic_steps;
@@ -562,17 +580,6 @@ size_t workspace_for(int64_t m, int64_t n, int64_t k) {
   return s.splits > 1 ? static_cast<size_t>(s.splits) * m * n * sizeof(float) : 0;
 }
 
-SumTable am16_sums() {
-  SumTable t{};
-  // S = (Fa|1) + (Fb|1) is even, 2..254; any odd pair with that sum gives the same MBM result.
-  for (uint32_t s = 2; s <= 254; s += 2) {
-    const uint32_t fa = std::min<uint32_t>(127u, s - 1u), fb = s - fa;
-    const MantissaProduct r = mbm_mantissa(fa, fb, 7);
-    t.g[s] = float_of(((127u + r.carry) << 23) | (r.mantissa << 16));
-  }
-  return t;
-}
-
 template <Mode M, int BM, int BN, int V, class LoadA, class LoadB, class Rows>
 LaunchStatus launch_mode(const GemmParams<LoadA, LoadB, Rows>& base, int64_t m, int64_t n, int64_t k, const Split& s,
                          float* c, void* workspace, cudaStream_t stream) {
@@ -599,7 +606,6 @@ LaunchStatus launch_mode(const GemmParams<LoadA, LoadB, Rows>& base, int64_t m, 
     p.c = c;
     p.split_stride = 0;
   }
-  if (M == Mode::kAm16) p.sums = am16_sums();
   const dim3 grid(static_cast<unsigned>((n + BN - 1) / BN), static_cast<unsigned>((m + BM - 1) / BM),
                   static_cast<unsigned>(s.splits));
   gemm_kernel<M, BM, BN, V, LoadA, LoadB, Rows><<<grid, kThreads, smem, stream>>>(p);

@@ -166,30 +166,89 @@ struct Fast<Mode::kAm32> {
   }
 };
 
-// Table modes: product = pa * (pb * G) with pa, pb = sign * 2^(E - 127) and G = 2^c (1 + M/128) from a table in
-// shared memory: both multiplies are exact in the fast range, so the FMA adds exactly the defined product.
-// am16: the MBM result depends only on S = (Fa|1) + (Fb|1): a 256-entry table, replicated 32 times so that lane l
-// reads copy l and a warp's lookups never conflict (entry S of copy l at float S * 32 + l; offsets are in bytes).
+// am16 is MBM on the 7-bit fields with their forced ones, and MBM is Mitchell's sum plus a correction: with
+// X = a' + b' - ONE (Mitchell's integer sum of the truncated bit patterns, field | 1) and
+// D = 2^(Ea + Eb - 254) * 10/128, the product is X + D for every pair but the corner S = (Fa|1) + (Fb|1) >= 252, where
+// it is X. Below the carry X = 2^E (1 + S/128) and X + D = 2^E (S + 138) / 128; above it X = 2^E S / 64 and
+// X + D = 2^E (S + 5) / 64: G(S) of the table this replaced (checked against ops/reference.py on the host, all 16,384
+// field pairs at 48 exponent pairs and four signs, and by the device suite product by product). X + D has at most 10
+// significant bits, so one FFMA (pa 10/128) * pb + X forms it exactly.
+// The corner, both fields in {125, 127} but not both 125 (125 + 125 = 250), is a flag test: each operand carries two
+// flag bits in the low mantissa bits of its scale plane (left: 125 -> 1, 127 -> 3; right: 125 -> 2, 127 -> 3), so the
+// corner is (flags_a & flags_b) != 0 and the FFMA is skipped under that predicate (one LOP3 to a predicate, a
+// predicated FFMA). The flags make the planes pa 10/128 and pb at most 3 ulps larger: the FFMA's exact product moves by
+// < 0.85 of half an ulp of X + D (>= 2^E), so it still rounds to X + D exactly. Corners are rare (a field | 1 of 125 or
+// 127 is 1 operand in 32), so the 8 x 4 kernels test a whole k step of a warp at once and run its pairs without the
+// test when none can be a corner (NonzeroRight::madd_no_corner, 3 instructions).
+// Zeros: decoded as 2^-63 (0x20000000), as Mitchell's, so that X stays finite, and scaled out by the 0/1 mask in the
+// FFMA that adds the product: acc + X * 1 or acc + X * 0.
+// Per product: IADD, LOP3 (to a predicate), predicated FFMA, FFMA; no lookup. The 256-entry table of G(S) it replaced
+// (IADD3, LDS, FMUL, FFMA) ran at the same speed on 8 x 8 thread tiles, both at ~70 % of the issue slots with 2 warps
+// per scheduler (ncu, H100, 2026-11-25); without the table's shared-memory pipe and its 207 registers, am16 runs on
+// 8 x 4 thread tiles with 4 warps per scheduler (gemm_cuda_kernel.cuh, thread_cols): the 21 conv ops 17.55 -> 17.11 ms
+// (H100, 2026-11-26, same bits).
+// Planes: left [a', pa 10/128 | flags, mask], right [b' - ONE, pb | flags, mask].
 template <>
 struct Fast<Mode::kAm16> {
-  static constexpr int kPlanes = 2;
+  static constexpr int kPlanes = 3;
   static constexpr bool kRawIsPlane = false;
+  static constexpr uint32_t kZero = 0x20000000u;
   __device__ static bool exact(uint32_t u) { return in_fast_range(u); }
-  __device__ static void decode(uint32_t u, bool, uint32_t* w) {
-    w[0] = power_of_two(u);
-    w[1] = (((u >> 16) & 0x7Fu) | 1u) * 128u;
+  __device__ static void decode(uint32_t u, bool left, uint32_t* w) {
+    const bool zero = (u & 0x7F800000u) == 0u;
+    // field | 1 >= 125: the field's top five bits all set; 127: the sixth too. A zero's flags and scales do not
+    // matter (its mask scales the product out), and u & 0xFF800000 is already a (signed) zero for it.
+    const bool high = ((u >> 18) & 0x1Fu) == 0x1Fu;
+    const uint32_t flags = high ? (left ? 1u | ((u >> 16) & 2u) : 2u | ((u >> 17) & 1u)) : 0u;
+    const float p = __uint_as_float(u & 0xFF800000u);
+    w[0] = (zero ? kZero : ((u & 0xFFFF0000u) | 0x10000u)) - (left ? 0u : kOneBits);
+    w[1] = __float_as_uint(left ? __fmul_rn(p, 0.078125f) : p) | flags;
+    w[2] = zero ? 0u : kOneBits;
   }
-  __device__ static float madd(float acc, const uint32_t* a, const uint32_t* b, const char* table_lane) {
-    const float g = *reinterpret_cast<const float*>(table_lane + (a[1] + b[1]));
-    return __fmaf_rn(__uint_as_float(a[0]), __fmul_rn(__uint_as_float(b[0]), g), acc);
+  // X + D, or X in the corner.
+  __device__ static float product(const uint32_t* a, const uint32_t* b) {
+    float x = __uint_as_float(a[0] + b[0]);
+    asm("{\n\t.reg .pred corner;\n\t.reg .b32 f;\n\t"
+        "and.b32 f, %1, %2;\n\tand.b32 f, f, 3;\n\tsetp.ne.u32 corner, f, 0;\n\t"
+        "@!corner fma.rn.f32 %0, %3, %4, %0;\n\t}"
+        : "+f"(x)
+        : "r"(a[1]), "r"(b[1]), "f"(__uint_as_float(a[1])), "f"(__uint_as_float(b[1])));
+    return x;
   }
-  // The block's copy in shared memory: G[S] of the 256-entry table `g`, 32 times, entry S of copy l at S * 32 + l.
-  static constexpr int kTableBytes = 256 * 32 * 4;
-  __device__ static void stage_table(const float* g, char* table, int tid, int threads) {
-    for (int i = tid; i < 256 * 32; i += threads) reinterpret_cast<float*>(table)[i] = g[i >> 5];
+  __device__ static float madd(float acc, const uint32_t* a, const uint32_t* b, const char*) {
+    return __fmaf_rn(product(a, b), __fmul_rn(__uint_as_float(a[2]), __uint_as_float(b[2])), acc);
   }
+  // A k tile whose right operands hold no zero: the left mask alone (Mitchell's NonzeroRight), 4 instructions.
+  struct NonzeroRight {
+    static constexpr int kLeftReads = 3, kRightReads = 2;
+    __device__ static float madd(float acc, const uint32_t* a, const uint32_t* b, const char*) {
+      return __fmaf_rn(product(a, b), __uint_as_float(a[2]), acc);
+    }
+    // Whether any pair of a k step's fragments may be a corner: the left flags' OR against the right flags' OR (a
+    // corner pair has a flag bit in both; no pair without a corner shares a bit: 125 with 125 is 1 & 2).
+    template <int kTM, int kTN>
+    __device__ static bool corner_possible(const uint32_t (&a)[kLeftReads][kTM],
+                                           const uint32_t (&b)[kRightReads][kTN]) {
+      uint32_t left = 0, right = 0;
+#pragma unroll
+      for (int i = 0; i < kTM; ++i) left |= a[1][i];
+#pragma unroll
+      for (int j = 0; j < kTN; ++j) right |= b[1][j];
+      return (left & right & 3u) != 0u;
+    }
+    // A k step whose pairs hold no corner: X + D for every pair, IADD, FFMA, FFMA (the LOP3 to a predicate gone).
+    // A warp's 32 x 32 pairs of a step hold no corner 60 % of the time (a field | 1 of 125 or 127 in 1 of 32
+    // operands on each side): the 21 conv ops' 128 x 128 kernels 4.99 -> 5.13 T products/s (H100, 2026-11-26, same
+    // bits).
+    __device__ static float madd_no_corner(float acc, const uint32_t* a, const uint32_t* b, const char*) {
+      const float x = __uint_as_float(a[0] + b[0]);
+      return __fmaf_rn(__fmaf_rn(__uint_as_float(a[1]), __uint_as_float(b[1]), x), __uint_as_float(a[2]), acc);
+    }
+  };
 };
 
+// Table modes: product = pa * (pb * G) with pa, pb = sign * 2^(E - 127) and G = 2^c (1 + M/128) from a table in
+// shared memory: both multiplies are exact in the fast range, so the FMA adds exactly the defined product.
 // lut tables (any 128 x 128 table, not symmetric in general): the table's bytes c << 7 | M in shared memory, row Fa
 // (the left operand's field) at Fa * kTableRowBytes bytes. A warp's lanes share their left operands (thread_cols in
 // gemm_cuda_kernel.cuh), so a lookup reads one row: its 32 words lie in 32 banks, and the warp's 32 lookups never
@@ -257,7 +316,7 @@ constexpr bool kHasNonzeroRight = !std::is_same_v<typename NonzeroRightLoop<F>::
 
 template <Mode M>
 constexpr int table_bytes() {
-  if constexpr (M == Mode::kAm16 || M == Mode::kTable) return Fast<M>::kTableBytes;
+  if constexpr (M == Mode::kTable) return Fast<M>::kTableBytes;
   return 0;
 }
 
