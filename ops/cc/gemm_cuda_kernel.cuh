@@ -16,7 +16,7 @@
 // product into the same running fp32 sum in k order, so they agree bit for bit, and a stray tiny gradient costs
 // only its own tile. Mitchell's and am16's tiles are also checked for zeros among their right operands: without any,
 // the fast path drops the right operand's zero mask (F::NonzeroRight: Mitchell 2 instructions a product instead of 3,
-// am16 4 instead of 5).
+// am16 4, or 3 in a k step without a corner pair, instead of 5).
 #ifndef AMDNN_OPS_CC_GEMM_CUDA_KERNEL_CUH_
 #define AMDNN_OPS_CC_GEMM_CUDA_KERNEL_CUH_
 
