@@ -79,14 +79,20 @@ constexpr int thread_rows() {
 }
 
 // How a warp's 32 lanes lie on the block's grid of thread tiles: lut's in one row (they share their rows), the other
-// modes' in 4 rows of 8 columns, so that a warp's 16-byte fragment reads touch 4 distinct rows (64 bytes) and 8 distinct
-// columns (128 bytes): one shared-memory wavefront each, where 2 rows of 16 columns took 1 and 2.
+// modes' in 4 rows of 8 columns, so that a warp's 16-byte fragment reads touch 4 distinct rows (64 bytes) and 8
+// distinct columns (128 bytes): one shared-memory wavefront each, where 2 rows of 16 columns took 1 and 2. am16's
+// 128 x 128 warps lie in one row too, 8 rows by 128 columns of pairs: a warp's k step skips the corner test when none
+// of its pairs can be a corner (gemm_cuda_modes.cuh), which a step of 8 rows by 128 columns allows ~78 % of the time
+// against ~60 % for 32 by 32 (estimated from 1 operand in 32 on each side with a field | 1 of 125 or 127); its right
+// fragment reads take 4 wavefronts instead of 1, its left ones are broadcasts: the 21 conv ops 16.75 -> 16.49 ms (H100,
+// 2026-11-26, same bits).
 #ifndef AMDNN_GPU_WARP_COLS
 #define AMDNN_GPU_WARP_COLS 8
 #endif
 template <Mode M, int BN>
 constexpr int warp_cols() {
-  return M == Mode::kTable ? 32 : std::min(BN / thread_cols<M, BN>(), AMDNN_GPU_WARP_COLS);
+  if constexpr (M == Mode::kTable || (M == Mode::kAm16 && BN == 128)) return 32;
+  return std::min(BN / thread_cols<M, BN>(), AMDNN_GPU_WARP_COLS);
 }
 
 // Thread `tid`'s tile: column tx and row ty of the block's grid of thread tiles.
@@ -305,12 +311,12 @@ __device__ __noinline__ void generic_products(const uint32_t* a, const uint32_t*
   }
 }
 
-// A loop with a cheaper product where no pair of a k step is in a corner of the mode's formula (am16's
-// NonzeroRight: gemm_cuda_modes.cuh) splits each k step on a warp vote: the vote's cost (the ORs of the fragments'
-// flags, ~9 instructions a thread) against one instruction a product saved, 32 a step on the 8 x 4 thread tiles,
-// where ~60 % of a warp's steps have no corner. On 8 x 8 thread tiles (the narrow 128 x 64 kernels: 64 products a
-// step, ~45 % of the steps without a corner, and twice the code) the split made the first stage's ops 14-18 %
-// slower (H100, 2026-11-26): they keep the one loop.
+// A loop with a cheaper product where no pair of a k step is in a corner of the mode's formula (am16's NonzeroRight:
+// gemm_cuda_modes.cuh) splits each k step on a warp vote: the vote's cost (the ORs of the fragments' flags,
+// ~9 instructions a thread) against one instruction a product saved, 32 a step on the 8 x 4 thread tiles, where ~78 %
+// of a warp's steps have no corner (warp_cols). On 8 x 8 thread tiles (the narrow 128 x 64 kernels: 64 products a step,
+// ~45 % of the steps without a corner, and twice the code) the split made the first stage's ops 14-18 % slower (H100,
+// 2026-11-26): they keep the one loop.
 template <class Inner, class = void>
 constexpr bool kHasCornerSplit = false;
 template <class Inner>

@@ -236,10 +236,10 @@ struct Fast<Mode::kAm16> {
       for (int j = 0; j < kTN; ++j) right |= b[1][j];
       return (left & right & 3u) != 0u;
     }
-    // A k step whose pairs hold no corner: X + D for every pair, IADD, FFMA, FFMA (the LOP3 to a predicate gone).
-    // A warp's 32 x 32 pairs of a step hold no corner 60 % of the time (a field | 1 of 125 or 127 in 1 of 32
-    // operands on each side): the 21 conv ops' 128 x 128 kernels 4.99 -> 5.13 T products/s (H100, 2026-11-26, same
-    // bits).
+    // A k step whose pairs hold no corner: X + D for every pair, IADD, FFMA, FFMA (the LOP3 to a predicate gone). A
+    // field | 1 of 125 or 127 is 1 operand in 32 on each side, so a warp's 8 x 128 pairs of a step
+    // (gemm_cuda_kernel.cuh, warp_cols) hold none ~78 % of the time (estimated): the stride-1 128 x 128 ops of the
+    // benchmark 4.89-4.99 -> 5.17-5.27 T products/s (H100, 2026-11-26, same bits).
     __device__ static float madd_no_corner(float acc, const uint32_t* a, const uint32_t* b, const char*) {
       const float x = __uint_as_float(a[0] + b[0]);
       return __fmaf_rn(__fmaf_rn(__uint_as_float(a[1]), __uint_as_float(b[1]), x), __uint_as_float(a[2]), acc);
