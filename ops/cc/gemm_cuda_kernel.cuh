@@ -66,9 +66,10 @@ constexpr int kThreadProducts = 64;  // the largest thread tile: 8 x 8, lut's 16
 // 32 x 2); the other modes take 8 x 8, the fewest fragment reads per product. am16 on 128 x 128 tiles takes 8 x 4:
 // 512 threads of at most 128 registers (125, no spills), 4 warps per scheduler instead of 2, and its products
 // (4 instructions, no lookup) issue at 74 % of the slots instead of 70 %: the 21 conv ops of the benchmark 17.55 ->
-// 17.11 ms (H100, 2026-11-26, same bits). The narrow tiles keep 8 x 8 (128 x 64 in 8 x 4 would stage fewer than
-// four elements a thread). The table modes at 8 x 4 (am16's table, Mitchell; 2026-11-24) ran at the same speed as
-// 8 x 8: the shared-memory pipe or the integer pipe bound them, not the warps.
+// 17.11 ms (H100, 2026-11-26, same bits). The narrow tiles keep 8 x 8: on 8 x 4 with k tiles of 16 (256 threads,
+// two blocks per SM) they ran at the same speed (17.12 against 17.13 ms, the same day). The table modes at 8 x 4
+// (am16's table, Mitchell; 2026-11-24) ran at the same speed as 8 x 8: the shared-memory pipe or the integer pipe
+// bound them, not the warps.
 template <Mode M, int BN>
 constexpr int thread_cols() {
   return M == Mode::kTable ? BN / 32 : (M == Mode::kAm16 && BN == 128 ? 4 : 8);
