@@ -1,8 +1,8 @@
 // The CUDA GEMM kernel template and its launch, shared by the op files (gemm_cuda_*.cu, one per loader pair so
 // they compile in parallel): C[m, n] = sum over k of A[m, k] (*) B[k, n].
 //
-// Tiling (SGEMM style): a block computes a BM x BN tile of C, each thread an 8 x 8 register tile (lut: 16 x 4 or 32 x
-// 2; am16 on 128 x 128 tiles: 8 x 4; thread_cols), a warp's threads 4 x 8 of them (lut: 1 x 32, warp_cols); K advances
+// Tiling (SGEMM style): a block computes a BM x BN tile of C, each thread an 8 x 8 register tile (lut: 16 x 4 or 4 x
+// 16; am16 on 128 x 128 tiles: 8 x 4; thread_cols), a warp's threads 4 x 8 of them (lut: 1 x 32 or 32 x 1); K advances
 // by tile_k (8 or 16) per step. Operands are decoded once per tile element when the tile is staged in shared memory
 // (gemm_cuda_modes.cuh), so the inner loop spends 2-8 instructions per product instead of the ~20 of the scalar
 // definitions. Two shared buffers let a thread decode tile t + 1 and issue the loads of t + 2 while the block computes
@@ -44,22 +44,22 @@ namespace {
 
 // k per staged tile. 16 halves the barriers and doubles the independent work between them: am16, lut, Mitchell
 // (H100: am16 3.52x -> 3.39x of cuDNN, mit16 2.85x -> 2.62x) and acc32 (1.55x -> 1.51x, 2026-11-24; the same on the
-// kernels of 11-23); am32 (three planes) spills at 16, as do the narrow tiles (bn 64: 128 threads, 16 staged elements
-// each).
+// kernels of 11-23), on tiles of 128 x 128 outputs (lut's narrow 256 x 64 too); am32 (three planes) spills at 16, as do
+// the 128 x 64 tiles (128 threads, 16 staged elements each).
 template <Mode M>
-constexpr int tile_k(int bn) {
+constexpr int tile_k(int bm, int bn) {
 #ifdef AMDNN_GPU_BK
   return AMDNN_GPU_BK;
 #else
-  return bn == 128 && (M == Mode::kAcc32 || M == Mode::kAm16 || M == Mode::kTable || M == Mode::kMit32 ||
-                       M == Mode::kMit16)
+  return bm * bn == 128 * 128 &&
+                 (M == Mode::kAcc32 || M == Mode::kAm16 || M == Mode::kTable || M == Mode::kMit32 || M == Mode::kMit16)
              ? 16
              : 8;
 #endif
 }
 constexpr int kSliceAlign = 16;  // split-K slices are whole tiles of every mode
 constexpr int kPad = 4;          // shared rows padded by 4 floats: conflict-free stores, 16-byte aligned reads
-constexpr int kThreadProducts = 64;  // the largest thread tile: 8 x 8, lut's 16 x 4 and 32 x 2 (am16's 8 x 4: 32)
+constexpr int kThreadProducts = 64;  // the largest thread tile: 8 x 8, lut's 16 x 4 and 4 x 16 (am16's 8 x 4: 32)
 
 // The thread tile: rows x columns of C per thread. lut's lookups are conflict-free only when the 32 lanes of a warp
 // share their rows (their left operands: gemm_cuda_modes.cuh), so a warp spans the block's BN columns (16 x 4 or
@@ -70,8 +70,19 @@ constexpr int kThreadProducts = 64;  // the largest thread tile: 8 x 8, lut's 16
 // two blocks per SM) they ran at the same speed (17.12 against 17.13 ms, the same day). The table modes at 8 x 4
 // (am16's table, Mitchell; 2026-11-24) ran at the same speed as 8 x 8: the shared-memory pipe or the integer pipe
 // bound them, not the warps.
+// lut's narrow tiles (BN = 64) turn the warp the other way: 4 x 16 thread tiles, a warp's lanes one above the other
+// sharing their columns (right operands), the table transposed (FastTable<true>), so that the fragment reads per
+// lookup are those of the 128 x 128 tiles (24 wavefronts per 64 lookups, against 36 on 32 x 2 tiles); with m >= 16,384
+// on 256 x 64 tiles with k tiles of 16 (launch). On its own this bought ~0.5 % of lut's 21 conv ops; with the table
+// staged 16 bytes a lane and the outputs stored 16 bytes a lane (FastTable::stage_table, store_run) the ops went from
+// 18.25 to 17.58 ms, the 32/64/64 forward 1.19 -> 1.05 ms (H100, 2026-11-26, same bits).
+template <Mode M, int BN>
+constexpr bool table_by_right() {
+  return M == Mode::kTable && BN == 64;
+}
 template <Mode M, int BN>
 constexpr int thread_cols() {
+  if constexpr (table_by_right<M, BN>()) return 16;
   return M == Mode::kTable ? BN / 32 : (M == Mode::kAm16 && BN == 128 ? 4 : 8);
 }
 template <Mode M, int BN>
@@ -92,6 +103,7 @@ constexpr int thread_rows() {
 #endif
 template <Mode M, int BN>
 constexpr int warp_cols() {
+  if constexpr (table_by_right<M, BN>()) return 1;
   if constexpr (M == Mode::kTable || (M == Mode::kAm16 && BN == 128)) return 32;
   return std::min(BN / thread_cols<M, BN>(), AMDNN_GPU_WARP_COLS);
 }
@@ -215,24 +227,24 @@ struct Stage {
   // Decodes this thread's elements into a shared buffer (raw bits and the mode's planes) at `at` (from base());
   // returns kOutsideFlag if any is outside the fast range, and kZeroRightFlag if this is the right operand of a mode
   // with a NonzeroRight loop and any is a zero (or subnormal: the zero of rule 2).
-  template <Mode M, int kLd, bool kLeft>
+  template <class F, int kLd, bool kLeft>
   __device__ static uint32_t store(const uint32_t* in, uint32_t* raw, uint32_t* planes) {
-    constexpr int kP = Fast<M>::kPlanes;
-    constexpr bool kZeros = !kLeft && kHasNonzeroRight<Fast<M>>;
+    constexpr int kP = F::kPlanes;
+    constexpr bool kZeros = !kLeft && kHasNonzeroRight<F>;
     bool outside = false, zero = false;
 #pragma unroll
     for (int g = 0; g < kGroups; ++g) {
-      uint32_t w[V][Fast<M>::kPlanes];
+      uint32_t w[V][F::kPlanes];
 #pragma unroll
       for (int v = 0; v < V; ++v) {
-        Fast<M>::decode(in[g * V + v], kLeft, w[v]);
-        outside |= !Fast<M>::exact(in[g * V + v]);
+        F::decode(in[g * V + v], kLeft, w[v]);
+        outside |= !F::exact(in[g * V + v]);
         if constexpr (kZeros) zero |= exponent_of(in[g * V + v]) == 0u;
       }
       if constexpr (V == 4 && !Loader::kAlongK) {  // four consecutive words of a row: one 16-byte store each
         const int at = offset<kLd>(g, 0);
         *reinterpret_cast<uint4*>(raw + at) = make_uint4(in[g * 4], in[g * 4 + 1], in[g * 4 + 2], in[g * 4 + 3]);
-        if constexpr (!Fast<M>::kRawIsPlane) {
+        if constexpr (!F::kRawIsPlane) {
 #pragma unroll
           for (int q = 0; q < kP; ++q)
             *reinterpret_cast<uint4*>(planes + q * kBK * kLd + at) = make_uint4(w[0][q], w[1][q], w[2][q], w[3][q]);
@@ -242,7 +254,7 @@ struct Stage {
         for (int v = 0; v < V; ++v) {
           const int at = offset<kLd>(g, v);
           raw[at] = in[g * V + v];
-          if constexpr (!Fast<M>::kRawIsPlane) {
+          if constexpr (!F::kRawIsPlane) {
 #pragma unroll
             for (int q = 0; q < kP; ++q) planes[q * kBK * kLd + at] = w[v][q];
           }
@@ -294,6 +306,28 @@ __device__ __forceinline__ void read_fragment(const uint32_t* row, int t, uint32
       out[g] = at[0];
     }
   }
+}
+
+// Stores a thread's kVec consecutive outputs of one row (at most `left` of them inside C): one 16- or 8-byte store
+// where the address allows it (a row of C a multiple of kVec floats: every conv of the benchmark), else one by one.
+// With one 4-byte store an output, a warp of lut's narrow tiles (lanes one above the other) wrote 32 rows per store:
+// ncu counted its epilogue's sectors beside the table staging's as the 55 % excess of the 32/64/64 forward.
+template <int kVec>
+__device__ __forceinline__ void store_run(float* at, int left, const float* v) {
+  if constexpr (kVec == 4) {
+    if (left >= 4 && reinterpret_cast<uintptr_t>(at) % 16 == 0) {
+      *reinterpret_cast<float4*>(at) = make_float4(v[0], v[1], v[2], v[3]);
+      return;
+    }
+  } else if constexpr (kVec == 2) {
+    if (left >= 2 && reinterpret_cast<uintptr_t>(at) % 8 == 0) {
+      *reinterpret_cast<float2*>(at) = make_float2(v[0], v[1]);
+      return;
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < kVec; ++e)
+    if (e < left) at[e] = v[e];
 }
 
 // The generic path's products of one k step, products[i * kTN + j] = product<M>(a_i, b_j) for the thread's kTM rows of
@@ -375,7 +409,7 @@ __device__ __forceinline__ uint32_t block_flags(uint32_t flags) {
 template <Mode M>
 constexpr int buffer_words(int bm, int bn) {
   constexpr bool kRaw = Fast<M>::kRawIsPlane;
-  return tile_k<M>(bn) * ((1 + (kRaw ? 0 : Fast<M>::kPlanes)) * (bm + kPad) +
+  return tile_k<M>(bm, bn) * ((1 + (kRaw ? 0 : Fast<M>::kPlanes)) * (bm + kPad) +
                           (1 + (kRaw ? 0 : Fast<M>::kPlanes)) * (bn + kPad));
 }
 
@@ -391,10 +425,10 @@ constexpr int block_threads() {
 template <Mode M, int BM, int BN, int V, class LoadA, class LoadB, class Rows>
 __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOCKS)
     gemm_kernel(const GemmParams<LoadA, LoadB, Rows> p) {
-  using F = Fast<M>;
+  using F = typename FastOf<M, table_by_right<M, BN>()>::type;
   constexpr int kTN = thread_cols<M, BN>(), kTM = thread_rows<M, BN>();
   constexpr int kThreads = block_threads<M, BM, BN>();
-  constexpr int kBK = tile_k<M>(BN);
+  constexpr int kBK = tile_k<M>(BM, BN);
   constexpr int kLdA = BM + kPad, kLdB = BN + kPad;
   constexpr int kBufferWords = buffer_words<M>(BM, BN);
   using StageA = Stage<BM, kThreads, kBK, V, LoadA>;
@@ -432,8 +466,8 @@ __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOC
   };
   const int at_a = StageA::template base<kLdA>(tid), at_b = StageB::template base<kLdB>(tid);
   auto stage = [&](int s) {
-    return StageA::template store<M, kLdA, true>(next_a, raw_a(s) + at_a, dec_a(s) + at_a) |
-           StageB::template store<M, kLdB, false>(next_b, raw_b(s) + at_b, dec_b(s) + at_b);
+    return StageA::template store<F, kLdA, true>(next_a, raw_a(s) + at_a, dec_a(s) + at_a) |
+           StageB::template store<F, kLdB, false>(next_b, raw_b(s) + at_b, dec_b(s) + at_b);
   };
 
   float acc[kTM][kTN];
@@ -490,10 +524,14 @@ __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOC
     if (r >= p.m) continue;
     // split partial results are dense [m, n] slices of the workspace
     const long long row_start = p.split_stride ? static_cast<long long>(r) * p.n : p.rows.offset(r);
+    // Wide stores where a warp's lanes do not lie in one row of thread tiles. In one row (am16's and lut's 128 x 128
+    // warps) a 4-byte store of the warp writes 128 bytes of one row already, and am16's 16-byte stores cost its
+    // 128 x 128 ops ~1 % (128 registers against 125; H100, 2026-11-26).
+    constexpr int kRun = warp_cols<M, BN>() == 32 ? 1 : fragment_vector<kTN>();
 #pragma unroll
-    for (int j = 0; j < kTN; ++j) {
-      const int col = col0 + fragment_index<BN, kTN>(tx, j);
-      if (col < p.n) c[row_start + col] = acc[i][j];
+    for (int g = 0; g < kTN; g += kRun) {
+      const int col = col0 + fragment_index<BN, kTN>(tx, g);
+      store_run<kRun>(c + row_start + col, p.n - col, &acc[i][g]);
     }
   }
   if (tid == 0) {  // one atomic per block: the counters cost nothing measurable
@@ -573,8 +611,11 @@ Split split_for(int64_t m, int64_t n, int64_t k) {
   return best;
 }
 
-// Narrow outputs (n <= 64: the first ResNet stage, most matmuls of small layers) use 128 x 64 tiles.
+// Narrow outputs (n <= 64: the first ResNet stage, most matmuls of small layers) use 128 x 64 tiles; lut's, where m
+// fills 256-row tiles (kTallRows), 256 x 64 tiles with k tiles of 16, as many products a block and a k tile as the
+// 128 x 128 tiles. The k slices stay those of the nominal 128 x 64 tile.
 bool narrow(int64_t n) { return n <= 64; }
+constexpr int64_t kTallRows = 16384;
 
 // The k slices of a GEMM, from its shapes alone by the nominal tile (128 x 64 for narrow outputs, else 128 x 128),
 // whichever kernel runs it: the bits never depend on the operands' alignment.
@@ -591,7 +632,8 @@ template <Mode M, int BM, int BN, int V, class LoadA, class LoadB, class Rows>
 LaunchStatus launch_mode(const GemmParams<LoadA, LoadB, Rows>& base, int64_t m, int64_t n, int64_t k, const Split& s,
                          float* c, void* workspace, cudaStream_t stream) {
   constexpr int kThreads = block_threads<M, BM, BN>();
-  const size_t smem = static_cast<size_t>(2 * buffer_words<M>(BM, BN)) * 4 + table_bytes<M>();  // two buffers, the table
+  using F = typename FastOf<M, table_by_right<M, BN>()>::type;
+  const size_t smem = static_cast<size_t>(2 * buffer_words<M>(BM, BN)) * 4 + table_bytes<M, F>();  // buffers, table
   static std::once_flag configured;
   static cudaError_t configure_status = cudaSuccess;
   std::call_once(configured, [&] {
@@ -670,6 +712,8 @@ LaunchStatus launch(const GpuMultiplier& mult, LoadA a, LoadB b, int64_t m, int6
   // loads; the rest, the 128 x 64 kernel with single loads (one fallback instantiation per mode, not two).
   const Split s = nominal_split(m, n, k);
   if (a.vector_ok() && b.vector_ok() && k % 4 == 0) {
+    if (narrow(n) && mult.mode == Mode::kTable && m >= kTallRows)
+      return launch_mode<Mode::kTable, 256, 64, 4>(p, m, n, k, s, c, workspace, stream);
     if (narrow(n)) return launch_tiles<128, 64, 4>(mult.mode, p, m, n, k, s, c, workspace, stream);
     return launch_tiles<128, 128, 4>(mult.mode, p, m, n, k, s, c, workspace, stream);
   }

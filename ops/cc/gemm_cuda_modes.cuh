@@ -250,10 +250,11 @@ struct Fast<Mode::kAm16> {
 // Table modes: product = pa * (pb * G) with pa, pb = sign * 2^(E - 127) and G = 2^c (1 + M/128) from a table in
 // shared memory: both multiplies are exact in the fast range, so the FMA adds exactly the defined product.
 // lut tables (any 128 x 128 table, not symmetric in general): the table's bytes c << 7 | M in shared memory, row Fa
-// (the left operand's field) at Fa * kTableRowBytes bytes. A warp's lanes share their left operands (thread_cols in
+// (the left operand's field) at Fa * kRowBytes bytes. A warp's lanes share their left operands (thread_cols in
 // gemm_cuda_kernel.cuh), so a lookup reads one row: its 32 words lie in 32 banks, and the warp's 32 lookups never
 // conflict (with a float table, 512 bytes a row, a warp's lookups met in random banks, 3-4 way: 8.4x of cuDNN fp32
-// on the H100 against 3.3x).
+// on the H100 against 3.3x). lut's narrow tiles share the right operands instead and read the table transposed
+// (FastTable<true> below).
 // pb * G is an integer sum: pb = sign * 2^(Eb - 127) has no mantissa bits, and byte << 16 puts M in the top of the
 // mantissa and the carry c into the exponent: one IMAD, byte * 2^16 + pb. A zero right operand (pb = 0) reads
 // column 128, a zero byte past each row's 128 (read only where the right operands hold zeros, whose lookups may then
@@ -264,33 +265,76 @@ struct Fast<Mode::kAm16> {
 // conflict-free staging of the same day, which moved am16 by 0.2 %). Packing pa and the offset into one word (masks
 // per operand) read half the fragment words but added ALU work: lut 2.5 % slower, am16 0.3 %; not kept.
 constexpr int kTableRows = 1 << kTableBits;                   // 128 rows and columns of the canonical table
-constexpr int kTableRowBytes = (kTableRows + 1 + 3) / 4 * 4;  // a row, the zero column, rounded to whole words: 132
-constexpr uint32_t kZeroColumn = kTableRows;
+constexpr uint32_t kZeroIndex = kTableRows;                   // the zero column (rows by Fa) or row (rows by Fb)
 
-template <>
-struct Fast<Mode::kTable> {
+// kRowsByRight = false: rows by the left operand's field, each followed by the zero column and padded to whole words
+// (132 bytes), for warps whose lanes share their left operands. true: the table transposed, rows by the right
+// operand's field (128 bytes, the 128 left fields), and a zero row 128, for warps whose lanes share their right
+// operands (lut's narrow tiles: gemm_cuda_kernel.cuh, table_by_right). There a zero is the left operand (activations
+// after a ReLU, padding: half of them), so a zero column would sit in the bank of columns 0-3 and conflict with them;
+// a zero right operand selects a whole row, which all the warp's lanes read: no conflict either way.
+template <bool kRowsByRight>
+struct FastTable {
   static constexpr int kPlanes = 2;
   static constexpr bool kRawIsPlane = false;
+  static constexpr int kRowBytes = kRowsByRight ? kTableRows : (kTableRows + 1 + 3) / 4 * 4;
+  static constexpr int kRows = kRowsByRight ? kTableRows + 1 : kTableRows;
   __device__ static bool exact(uint32_t u) { return in_fast_range(u); }
   __device__ static void decode(uint32_t u, bool left, uint32_t* w) {
     const uint32_t field = (u >> 16) & 0x7Fu;
+    const uint32_t right = exponent_of(u) == 0u ? kZeroIndex : field;
     w[0] = power_of_two(u);
-    w[1] = left ? field * kTableRowBytes : (exponent_of(u) == 0u ? kZeroColumn : field);
+    if (kRowsByRight)
+      w[1] = left ? field : right * kRowBytes;
+    else
+      w[1] = left ? field * kRowBytes : right;
   }
   __device__ static float madd(float acc, const uint32_t* a, const uint32_t* b, const char* table) {
     const uint32_t byte = *reinterpret_cast<const uint8_t*>(table + (a[1] + b[1]));
     return __fmaf_rn(__uint_as_float(a[0]), __uint_as_float(byte * 0x10000u + b[0]), acc);
   }
-  // The block's copy in shared memory: the canonical table's rows of 128 bytes (table7, any alignment), each followed
-  // by the zero column and padding to kTableRowBytes.
-  static constexpr int kTableBytes = kTableRows * kTableRowBytes;
+  // The block's copy in shared memory of the canonical table (table7: row Fa, column Fb), read 16 bytes at a time
+  // where table7 is 16-byte aligned (the bindings' tables are; another alignment takes single bytes). Rows by Fa: a
+  // lane stores its 16 bytes as four words, lanes 8 to a row (banks 4 * chunk + row: no conflict). Rows by Fb: byte by
+  // byte into 16 rows, lanes on consecutive Fa so that a warp's bytes are consecutive. One byte a lane at a time, with
+  // rows by Fb read down the canonical table's columns, staging cost a block of the 32/64/64 forward (lut, 256 x 64
+  // tiles) 16,512 uncoalesced loads: ncu counted 55 % of its global sectors as excess.
+  static constexpr int kTableBytes = kRows * kRowBytes;
   __device__ static void stage_table(const uint8_t* table7, char* table, int tid, int threads) {
-    for (int i = tid; i < kTableBytes; i += threads) {
-      const int row = i / kTableRowBytes, column = i - row * kTableRowBytes;
-      table[i] = column < kTableRows ? static_cast<char>(table7[row * kTableRows + column]) : 0;
+    constexpr int kPieces = kTableRows * kTableRows / 16, kPiecesPerRow = kTableRows / 16;
+    if (reinterpret_cast<uintptr_t>(table7) % 16 == 0) {
+      for (int i = tid; i < kPieces; i += threads) {
+        const int fa = kRowsByRight ? i % kTableRows : i / kPiecesPerRow;
+        const int chunk = kRowsByRight ? i / kTableRows : i % kPiecesPerRow;
+        const uint4 q = __ldg(reinterpret_cast<const uint4*>(table7) + fa * kPiecesPerRow + chunk);
+        const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+        if constexpr (kRowsByRight) {
+#pragma unroll
+          for (int b = 0; b < 16; ++b)
+            table[(16 * chunk + b) * kRowBytes + fa] = static_cast<char>(w[b / 4] >> (8 * (b % 4)));
+        } else {
+          uint32_t* const row = reinterpret_cast<uint32_t*>(table + fa * kRowBytes) + 4 * chunk;
+#pragma unroll
+          for (int v = 0; v < 4; ++v) row[v] = w[v];
+        }
+      }
+    } else {
+      for (int i = tid; i < kTableRows * kTableRows; i += threads) {
+        const int fa = i / kTableRows, fb = i % kTableRows;
+        table[kRowsByRight ? fb * kRowBytes + fa : fa * kRowBytes + fb] = static_cast<char>(table7[i]);
+      }
+    }
+    // the zero column and padding (rows by Fa: bytes 128-131 of each row) or the zero row 128 (rows by Fb)
+    constexpr int kZeroWords = kRowsByRight ? kRowBytes / 4 : kTableRows;
+    for (int i = tid; i < kZeroWords; i += threads) {
+      const int at = kRowsByRight ? kTableRows * kRowBytes + 4 * i : i * kRowBytes + kTableRows;
+      *reinterpret_cast<uint32_t*>(table + at) = 0u;
     }
   }
 };
+
+template <>
+struct Fast<Mode::kTable> : FastTable<false> {};
 
 // The inner loop that reads every plane: madd of the mode.
 template <class F>
@@ -314,9 +358,19 @@ struct NonzeroRightLoop<F, std::void_t<typename F::NonzeroRight>> {
 template <class F>
 constexpr bool kHasNonzeroRight = !std::is_same_v<typename NonzeroRightLoop<F>::type, AllPlanes<F>>;
 
-template <Mode M>
+// The fast formulas a kernel uses: Fast<M>, or for the table modes the table in the orientation its warps need.
+template <Mode M, bool kTableByRight>
+struct FastOf {
+  using type = Fast<M>;
+};
+template <bool kTableByRight>
+struct FastOf<Mode::kTable, kTableByRight> {
+  using type = FastTable<kTableByRight>;
+};
+
+template <Mode M, class F>
 constexpr int table_bytes() {
-  if constexpr (M == Mode::kTable) return Fast<M>::kTableBytes;
+  if constexpr (M == Mode::kTable) return F::kTableBytes;
   return 0;
 }
 

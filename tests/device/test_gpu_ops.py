@@ -182,15 +182,17 @@ SUM_ZEROS = {  # k 48: three k tiles of 16 (or six of 8), so the inner loop can 
 }
 
 
-@pytest.mark.parametrize("n", [72, 24])  # 128 x 128 and 128 x 64 tiles
+# 128 x 128 and 128 x 64 tiles; m >= 16,384 and n <= 64 takes lut's 256 x 64 tiles (transposed table), a ragged last
+# row tile included
+@pytest.mark.parametrize("m,n", [(40, 72), (40, 24), (16400, 24)])
 @pytest.mark.parametrize("zeros", sorted(SUM_ZEROS))
-def test_sums_are_the_products_added_in_k_order(modes, zeros, n):
+def test_sums_are_the_products_added_in_k_order(modes, zeros, m, n):
     """With one k slice (k < 256: no split), every output is the fp32 running sum of its products in k order, bit
     for bit, on the fast path. Mitchell's tiles whose right operands hold no zero take the inner loop with the left
     mask alone: its bits must be those of the two-mask loop, which the tile with zeros on the right takes."""
     left_zeros, right_zero_rows = SUM_ZEROS[zeros]
-    m, k = 40, 48
-    rng = np.random.default_rng(n + len(zeros))
+    k = 48
+    rng = np.random.default_rng(m + n + len(zeros))
     a, b = (_within_every_fast_range(fast_operands(size, seed), rng).reshape(shape)
             for size, seed, shape in ((m * k, 11, (m, k)), (k * n, 12, (k, n))))
     a[rng.random(a.shape) < left_zeros] = 0.0
@@ -350,7 +352,9 @@ def _misaligned(t: torch.Tensor) -> torch.Tensor:
     return out
 
 
-@pytest.mark.parametrize("size,cin,cout,stride", [(8, 64, 128, 1), (8, 64, 128, 2), (6, 128, 64, 1)])
+# the last two: 16,384 output rows (forward) and input-gradient phase rows, where lut takes its 256 x 64 tiles
+@pytest.mark.parametrize("size,cin,cout,stride", [(8, 64, 128, 1), (8, 64, 128, 2), (6, 128, 64, 1), (64, 16, 32, 1),
+                                                  (128, 16, 32, 2)])
 def test_sixteen_byte_loads_give_the_bits_of_single_loads(modes, size, cin, cout, stride):
     """Channel counts that are multiples of 4 at aligned addresses take the kernels with 16-byte loads; the same
     values misaligned take the single-load kernels (checked product by product above). Forward and both gradients
