@@ -451,7 +451,6 @@ __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOC
   const int k_end = min(p.k, k_begin + p.k_per_split);
   const int tiles = k_begin < k_end ? (k_end - k_begin + kBK - 1) / kBK : 0;
 
-  if constexpr (M == Mode::kTable) F::stage_table(p.table7, table, tid, kThreads);
 
   typename LoadA::Outer a_outer[StageA::kOuters];
   typename LoadB::Outer b_outer[StageB::kOuters];
@@ -479,8 +478,11 @@ __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOC
   constexpr bool kNonzeroRight = kHasNonzeroRight<F>;
   unsigned fast_steps = 0, generic_steps = 0;
   uint32_t flags = 0;
+  // lut stages its table while the loads of tile 0 are in flight: its 21 conv ops 17.53 -> 17.46 ms (H100,
+  // 2026-11-26, same bits; blocks of short k, as the split filter gradients', gain most)
+  if (tiles > 0) fetch();
+  if constexpr (M == Mode::kTable) F::stage_table(p.table7, table, tid, kThreads);
   if (tiles > 0) {
-    fetch();
     flags = stage(0);
     if (tiles > 1) fetch();
   }
@@ -611,9 +613,11 @@ Split split_for(int64_t m, int64_t n, int64_t k) {
   return best;
 }
 
-// Narrow outputs (n <= 64: the first ResNet stage, most matmuls of small layers) use 128 x 64 tiles; lut's, where m
-// fills 256-row tiles (kTallRows), 256 x 64 tiles with k tiles of 16, as many products a block and a k tile as the
-// 128 x 128 tiles. The k slices stay those of the nominal 128 x 64 tile.
+// Narrow outputs (n <= 64: the first ResNet stage, most matmuls of small layers) use 128 x 64 tiles; lut's and am16's,
+// where m fills 256-row tiles (kTallRows), 256 x 64 tiles with k tiles of 16, as many products a block and a k tile
+// as the 128 x 128 tiles (am16 on 8 x 8 thread tiles, 250 registers: the 32/64/64 forward 1.05 -> 1.01 ms, its
+// input gradient 1.10 -> 1.08, am16's 21 conv ops 16.51 -> 16.40; H100, 2026-11-26, same bits). The k slices stay
+// those of the nominal 128 x 64 tile. (mit16 lost 2-9 % on 256 x 64 tiles, 2026-11-25.)
 bool narrow(int64_t n) { return n <= 64; }
 constexpr int64_t kTallRows = 16384;
 
@@ -714,6 +718,8 @@ LaunchStatus launch(const GpuMultiplier& mult, LoadA a, LoadB b, int64_t m, int6
   if (a.vector_ok() && b.vector_ok() && k % 4 == 0) {
     if (narrow(n) && mult.mode == Mode::kTable && m >= kTallRows)
       return launch_mode<Mode::kTable, 256, 64, 4>(p, m, n, k, s, c, workspace, stream);
+    if (narrow(n) && mult.mode == Mode::kAm16 && m >= kTallRows)
+      return launch_mode<Mode::kAm16, 256, 64, 4>(p, m, n, k, s, c, workspace, stream);
     if (narrow(n)) return launch_tiles<128, 64, 4>(mult.mode, p, m, n, k, s, c, workspace, stream);
     return launch_tiles<128, 128, 4>(mult.mode, p, m, n, k, s, c, workspace, stream);
   }

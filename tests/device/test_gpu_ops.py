@@ -182,7 +182,7 @@ SUM_ZEROS = {  # k 48: three k tiles of 16 (or six of 8), so the inner loop can 
 }
 
 
-# 128 x 128 and 128 x 64 tiles; m >= 16,384 and n <= 64 takes lut's 256 x 64 tiles (transposed table), a ragged last
+# 128 x 128 and 128 x 64 tiles; m >= 16,384 and n <= 64 takes lut's and am16's 256 x 64 tiles, a ragged last
 # row tile included
 @pytest.mark.parametrize("m,n", [(40, 72), (40, 24), (16400, 24)])
 @pytest.mark.parametrize("zeros", sorted(SUM_ZEROS))
@@ -352,7 +352,7 @@ def _misaligned(t: torch.Tensor) -> torch.Tensor:
     return out
 
 
-# the last two: 16,384 output rows (forward) and input-gradient phase rows, where lut takes its 256 x 64 tiles
+# the last two: 16,384 output rows (forward) and input-gradient phase rows, where lut and am16 take 256 x 64 tiles
 @pytest.mark.parametrize("size,cin,cout,stride", [(8, 64, 128, 1), (8, 64, 128, 2), (6, 128, 64, 1), (64, 16, 32, 1),
                                                   (128, 16, 32, 2)])
 def test_sixteen_byte_loads_give_the_bits_of_single_loads(modes, size, cin, cout, stride):
