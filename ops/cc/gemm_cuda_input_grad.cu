@@ -3,7 +3,8 @@
 //
 // With stride s > 1 (and no dilation) an input pixel is read only by the taps kh = (hi + pad_top) mod s (mod s), so
 // the pixels are split into s_h x s_w phases by (hi + pad_top) mod s, each a GEMM over its own taps only: a gather
-// over all taps would multiply (s_h s_w - 1) / (s_h s_w) zeros, 3/4 of the work at stride 2.
+// over all taps would multiply (s_h s_w - 1) / (s_h s_w) zeros, 3/4 of the work at stride 2. The phases write
+// disjoint pixels of dx, each with its own part of the workspace, and run side by side (gemm_cuda_streams.h).
 //
 // The GEMMs read the filter as HWOI [kh, kw, out_c, in_c]: B's row k = (kh, kw, co) is then in_c contiguous floats,
 // read like the forward's HWIO weights (16-byte loads along n, no transposing stores). Read from HWIO along k, its
@@ -12,7 +13,11 @@
 // entry's transposes in). The torch binding makes HWOI in the one copy it makes of torch's OIHW anyway; an HWIO
 // filter (TensorFlow's) is transposed into the workspace first (a 512 x 512 x 3 x 3 filter moves 19 MB: ~10 us at
 // the H100's bandwidth, not timed alone).
+#include <algorithm>
+#include <vector>
+
 #include "gemm_cuda_kernel.cuh"
+#include "gemm_cuda_streams.h"
 
 namespace amdnn {
 namespace gpu {
@@ -160,14 +165,36 @@ __global__ void hwio_to_hwoi(const float* hwio, int in_c, int out_c, int ci_tile
   }
 }
 
-size_t gemm_workspace_bytes(const ConvGeometry& g) {
-  if (!by_phases(g)) return workspace_for(g.batch * g.in_h * g.in_w, g.in_c, g.filter_h * g.filter_w * g.out_c);
-  size_t bytes = 0;
+// The phases with work, most taps first (at pad 1 on a 3 x 3 filter: 4, 2, 2, 1 taps), each with its own part of
+// the workspace (256-byte aligned) so that they can run side by side; *workspace_bytes: all parts.
+struct PhaseLaunch {
+  Phase phase;
+  size_t workspace_offset;
+};
+
+std::vector<PhaseLaunch> phase_launches(const ConvGeometry& g, size_t* workspace_bytes) {
+  std::vector<PhaseLaunch> launches;
   for (int ph = 0; ph < g.stride_h; ++ph)
     for (int pw = 0; pw < g.stride_w; ++pw) {
       const Phase p = phase_of(g, ph, pw);
-      bytes = std::max(bytes, workspace_for(p.pixels(g.batch), g.in_c, p.k(g.out_c)));
+      if (p.pixels(g.batch) > 0 && p.k(g.out_c) > 0) launches.push_back({p, 0});
     }
+  std::stable_sort(launches.begin(), launches.end(), [&](const PhaseLaunch& a, const PhaseLaunch& b) {
+    return a.phase.k(g.out_c) > b.phase.k(g.out_c);
+  });
+  size_t bytes = 0;
+  for (PhaseLaunch& l : launches) {
+    l.workspace_offset = bytes;
+    bytes += (workspace_for(l.phase.pixels(g.batch), g.in_c, l.phase.k(g.out_c)) + 255) / 256 * 256;
+  }
+  *workspace_bytes = bytes;
+  return launches;
+}
+
+size_t gemm_workspace_bytes(const ConvGeometry& g) {
+  if (!by_phases(g)) return workspace_for(g.batch * g.in_h * g.in_w, g.in_c, g.filter_h * g.filter_w * g.out_c);
+  size_t bytes = 0;
+  phase_launches(g, &bytes);
   return bytes;
 }
 
@@ -220,17 +247,24 @@ LaunchStatus conv2d_backprop_input_hwoi(const GpuMultiplier& mult, const ConvGeo
     const cudaError_t status = cudaMemsetAsync(dx, 0, bytes, stream);
     if (status != cudaSuccess) return {false, cudaGetErrorString(status)};
   }
-  for (int ph = 0; ph < g.stride_h; ++ph)
-    for (int pw = 0; pw < g.stride_w; ++pw) {
-      const Phase p = phase_of(g, ph, pw);
-      const int64_t rows = p.pixels(g.batch), k = p.k(g.out_c);
-      if (rows == 0 || k == 0) continue;
-      const PhaseGather a{dy, g32, p, static_cast<int>(rows), static_cast<int>(k)};
-      const PhaseFilter b{w, g32, p, static_cast<int>(k)};
-      const LaunchStatus s = launch(mult, a, b, rows, g.in_c, k, dx, workspace, stream, PhaseRows{g32, p});
-      if (!s.ok) return s;
-    }
-  return {};
+  // The phases run side by side on side streams (gemm_cuda_streams.h): one at a time, a phase of the benchmark's
+  // stride-2 shapes fills one wave of the GPU or less (128 blocks of 132 SMs), then drains it and sums its slices.
+  size_t workspace_bytes = 0;
+  const std::vector<PhaseLaunch> launches = phase_launches(g, &workspace_bytes);
+  const int count = static_cast<int>(launches.size());
+  ForkJoin streams(stream, count);
+  LaunchStatus status;
+  for (int i = 0; i < count && status.ok; ++i) {
+    const Phase& p = launches[i].phase;
+    void* const phase_workspace =
+        workspace == nullptr ? nullptr : static_cast<char*>(workspace) + launches[i].workspace_offset;
+    const int64_t rows = p.pixels(g.batch), k = p.k(g.out_c);
+    const PhaseGather a{dy, g32, p, static_cast<int>(rows), static_cast<int>(k)};
+    const PhaseFilter b{w, g32, p, static_cast<int>(k)};
+    status = launch(mult, a, b, rows, g.in_c, k, dx, phase_workspace, streams.stream(i), PhaseRows{g32, p});
+  }
+  const LaunchStatus joined = streams.join();
+  return status.ok ? joined : status;
 }
 
 }  // namespace gpu

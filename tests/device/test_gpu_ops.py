@@ -385,6 +385,84 @@ def test_sixteen_byte_loads_give_the_bits_of_single_loads(modes, size, cin, cout
         assert same_bits(aligned, single).all(), f"{mode} matmul: 16-byte and single loads differ"
 
 
+def test_input_gradient_phases_side_by_side_keep_their_bits(modes):
+    """A strided input gradient's phases run side by side on the library's side streams, forked from the caller's
+    stream and joined back into it (gemm_cuda_streams.h); on a stream being captured into a CUDA graph they run one
+    after the other. Both must give the same bits, on any caller's stream and from two host threads at once, and the
+    caller's stream must see the whole result (dx is read on it right after the call)."""
+    import threading
+
+    torch.manual_seed(3)
+    cases = [((4, 32, 17, 17), (48, 32, 3, 3), 2), ((2, 16, 20, 20), (24, 16, 3, 3), 3)]  # 4 and 9 phases
+    for mode in modes[:1] + modes[-1:]:
+        attr, table = torch_ops.kernel_arguments_for(mode, DEVICE)
+        for xshape, wshape, stride in cases:
+            w = torch.randn(wshape, device=DEVICE) * 0.1
+            out = (xshape[2] + 2 - 3) // stride + 1
+            dy = torch.randn(xshape[0], wshape[0], out, out, device=DEVICE).to(memory_format=torch.channels_last)
+            dy[0, 0] = 0.0  # zeros take their own decode
+
+            def dx():
+                return torch.ops.amdnn.conv2d_backward_input(list(xshape), w, dy, table, attr, [stride] * 2,
+                                                             [1, 1, 1, 1], [1, 1])
+
+            side_by_side = dx().cpu().numpy()
+            assert np.abs(side_by_side).sum() > 0, f"{mode}: an all-zero input gradient"
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                dx()  # warm-up off the default stream, as torch asks before a capture
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    captured = dx()
+            graph.replay()
+            torch.cuda.synchronize()
+            assert same_bits(captured.cpu().numpy(), side_by_side).all(), f"{mode} stride {stride}: graph replay"
+            with torch.cuda.stream(stream):
+                on_stream = (dx() * 1.0).cpu().numpy()  # read on the caller's stream right after the call
+            assert same_bits(on_stream, side_by_side).all(), f"{mode} stride {stride}: a caller's own stream"
+            results, errors = [], []
+
+            def worker():
+                try:
+                    with torch.cuda.stream(torch.cuda.Stream()):
+                        for _ in range(3):
+                            results.append(dx().cpu().numpy())
+                except Exception as error:  # noqa: BLE001 - reported below
+                    errors.append(error)
+
+            threads = [threading.Thread(target=worker) for _ in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert not errors and len(results) == 6, errors
+            for r in results:
+                assert same_bits(r, side_by_side).all(), f"{mode} stride {stride}: two host threads at once"
+
+
+def test_filter_gradient_beside_the_input_gradient_keeps_its_bits(modes):
+    """With both gradients asked for, the autograd formula runs the filter gradient on a side stream beside the input
+    gradient (ops.torch_ops._conv2d_backward); alone, each runs on the caller's stream. The same bits either way, and
+    the side stream's dw is complete when the caller's stream reads it."""
+    torch.manual_seed(5)
+    x = torch.randn(8, 32, 16, 16, device=DEVICE).to(memory_format=torch.channels_last)
+    w = torch.randn(64, 32, 3, 3, device=DEVICE) * 0.1
+    dy = torch.randn(8, 64, 8, 8, device=DEVICE).to(memory_format=torch.channels_last)
+    for mode in modes[:1] + modes[-1:]:
+        def grads(need_x: bool, need_w: bool):
+            xi, wi = x.clone().requires_grad_(need_x), w.clone().requires_grad_(need_w)
+            wanted = [t for t in (xi, wi) if t.requires_grad]
+            y = torch_ops.conv2d(xi, wi, stride=2, padding=1, multiplier=mode)
+            return [(g * 1.0).cpu().numpy() for g in torch.autograd.grad(y, wanted, dy)]
+
+        both_dx, both_dw = grads(True, True)
+        (alone_dx,), (alone_dw,) = grads(True, False), grads(False, True)
+        assert np.abs(both_dw).sum() > 0 and np.abs(both_dx).sum() > 0, mode
+        assert same_bits(both_dx, alone_dx).all(), f"{mode}: input gradient beside the filter gradient"
+        assert same_bits(both_dw, alone_dw).all(), f"{mode}: filter gradient on the side stream"
+
+
 def test_fast_path_on_ordinary_data_generic_on_inf():
     x = torch.randn(64, 32, device=DEVICE)
     w = torch.randn(32, 48, device=DEVICE)
