@@ -15,7 +15,7 @@ For every model: "native" is Keras' own Conv2D/Dense on cuDNN/cuBLAS in fp32 (TF
 reference of the ratios; "native-tf32" the same with TF32 (TensorFlow's default on Ampere and later) for context.
 Each (model, mode) warms up for a few steps, then one epoch (or --steps steps, scaled to the epoch) is timed with
 the GPU synchronised at both ends; then 10 more steps run under torch.profiler for the GPU's own time per step
-(kernel durations summed), which shows how much of a step is the host's Python (Keras' torch backend runs eagerly,
+(the time some kernel ran), which shows how much of a step is the host's Python (Keras' torch backend runs eagerly,
 layer by layer) and what a step costs where the framework runs it as one graph (TensorFlow's tf.function). The
 kernels are verified by tests/device before they are timed here.
 """
@@ -111,15 +111,33 @@ class Epoch:
 
 
 def gpu_ms_per_step(run: Epoch, steps: int) -> float:
-    """The GPU's own time per step: the CUDA kernels' durations summed (CUPTI, torch.profiler), without the host's
-    Python and launch overhead: the floor of a step in a framework that runs the step as one compiled graph."""
+    """The GPU's own time per step: the time some CUDA kernel was running (the union of the kernels' intervals from
+    CUPTI, torch.profiler), without the host's Python and launch overhead: the floor of a step in a framework that
+    runs the step as one compiled graph. A union, not a sum: kernels on side streams run beside others (the input
+    gradient's stride phases, the filter gradient beside the input gradient), and their sum counted the shared time
+    twice (am16's ResNet-18 step: 65.0 ms summed, 2026-11-26)."""
+    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA]) as profiler:
         for _ in range(steps):
             run.step()
         torch.cuda.synchronize()
-    return sum(event.self_device_time_total for event in profiler.key_averages()) / 1000 / steps
+    return busy_us(
+        (event.time_range.start, event.time_range.end)
+        for event in profiler.events()
+        if event.device_type == DeviceType.CUDA
+    ) / 1000 / steps
+
+
+def busy_us(intervals) -> float:
+    """Length of the union of (start, end) intervals."""
+    total, covered_to = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end > covered_to:
+            total += end - max(start, covered_to)
+            covered_to = end
+    return total
 
 
 def measure(model_name: str, mode: str, images, labels, steps: int | None) -> dict:
