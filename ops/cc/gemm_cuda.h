@@ -48,7 +48,9 @@ LaunchStatus conv2d(const GpuMultiplier& mult, const ConvGeometry& g, const floa
                     void* workspace, cudaStream_t stream);
 // dx [batch, in_h, in_w, in_c] = dy (*) w^T: every (output pixel, tap) that reads an input pixel contributes,
 // dy the left operand of each product. The kernels read the filter as HWOI [filter_h, filter_w, out_c, in_c]: the
-// first form copies an HWIO w there (in the workspace), the second takes one already in HWOI. Same bits.
+// first form copies an HWIO w there (in the workspace), the second takes one already in HWOI. Same bits. A strided
+// conv's phases run side by side on side streams forked from `stream` and joined back into it (gemm_cuda_streams.h),
+// one after the other on a stream being captured into a CUDA graph: `stream` sees the whole result either way.
 LaunchStatus conv2d_backprop_input(const GpuMultiplier& mult, const ConvGeometry& g, const float* w, const float* dy,
                                    float* dx, void* workspace, cudaStream_t stream);
 LaunchStatus conv2d_backprop_input_hwoi(const GpuMultiplier& mult, const ConvGeometry& g, const float* w_hwoi,
