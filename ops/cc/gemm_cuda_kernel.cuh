@@ -75,7 +75,8 @@ constexpr int kThreadProducts = 64;  // the largest thread tile: 8 x 8, lut's 16
 // lookup are those of the 128 x 128 tiles (24 wavefronts per 64 lookups, against 36 on 32 x 2 tiles); with m >= 16,384
 // on 256 x 64 tiles with k tiles of 16 (launch). On its own this bought ~0.5 % of lut's 21 conv ops; with the table
 // staged 16 bytes a lane and the outputs stored 16 bytes a lane (FastTable::stage_table, store_run) the ops went from
-// 18.25 to 17.58 ms, the 32/64/64 forward 1.19 -> 1.05 ms (H100, 2026-11-26, same bits).
+// 18.25 to 17.58 ms, the 32/64/64 forward 1.19 -> 1.05 ms (H100, 2026-11-26, same bits). Every lut kernel of 64
+// columns takes this layout, the single-load 128 x 64 fallback of any n included (the same products, other warps).
 template <Mode M, int BN>
 constexpr bool table_by_right() {
   return M == Mode::kTable && BN == 64;
