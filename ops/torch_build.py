@@ -27,7 +27,7 @@ from ops.build import SOURCE_DIR, BuildError, cache_root, compiler, cpu_target, 
 
 CPU_SOURCES = ("torch_binding.cc", "conv_cpu.cc", "gemm_cpu.cc", "multiplier_setup.cc")
 CUDA_SOURCES = ("gemm_cuda.cu", "gemm_cuda_conv.cu", "gemm_cuda_input_grad.cu", "gemm_cuda_filter_grad.cu",
-                "gemm_cuda_matmul.cu", "gemm_cuda_streams.cu")
+                "gemm_cuda_matmul.cu", "gemm_cuda_streams.cu", "gemm_cuda_layouts.cu")
 # Bit-exactness needs IEEE arithmetic as written: no contraction of a*b+c into an FMA, no fast math.
 CXX_FLAGS = ["-O3", "-ffp-contract=off", "-fno-fast-math", "-mtune=generic"]
 NVCC_FLAGS = ["-O3", "-fmad=false", "--expt-relaxed-constexpr", "-std=c++17"]

@@ -63,6 +63,16 @@ LaunchStatus conv2d_backprop_filter(const GpuMultiplier& mult, const ConvGeometr
 LaunchStatus matmul(const GpuMultiplier& mult, const float* a, const float* b, float* c, int64_t m, int64_t n,
                     int64_t k, bool transpose_a, bool transpose_b, void* workspace, cudaStream_t stream);
 
+// Filter layouts for bindings whose filters are OIHW [out_c, in_c, filter_h, filter_w] (torch's); taps =
+// filter_h * filter_w. To HWIO for conv2d, to HWOI for conv2d_backprop_input_hwoi, and conv2d_backprop_filter's
+// HWIO result back to OIHW. Coalesced transposes (gemm_cuda_layouts.cu); pure copies, no arithmetic.
+LaunchStatus filter_oihw_to_hwio(const float* oihw, int64_t out_c, int64_t in_c, int64_t taps, float* hwio,
+                                 cudaStream_t stream);
+LaunchStatus filter_oihw_to_hwoi(const float* oihw, int64_t out_c, int64_t in_c, int64_t taps, float* hwoi,
+                                 cudaStream_t stream);
+LaunchStatus filter_hwio_to_oihw(const float* hwio, int64_t out_c, int64_t in_c, int64_t taps, float* oihw,
+                                 cudaStream_t stream);
+
 // Counts, since the library was loaded, of (block, k-tile) steps that ran the fast formulas and of those that fell
 // back to the generic per-product definition (an operand out of the fast range, inf or NaN). Reading synchronises
 // the device; for reports and tests, not for the training step.

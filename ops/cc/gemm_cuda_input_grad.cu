@@ -166,26 +166,30 @@ __global__ void hwio_to_hwoi(const float* hwio, int in_c, int out_c, int ci_tile
 }
 
 // The phases with work, most taps first (at pad 1 on a 3 x 3 filter: 4, 2, 2, 1 taps), each with its own part of
-// the workspace (256-byte aligned) so that they can run side by side; *workspace_bytes: all parts.
+// the workspace (256-byte aligned) so that they can run side by side; *workspace_bytes: all parts; *untouched
+// (if given): whether some phase has pixels but no taps (a 1 x 1 filter at stride 2), whose gradient is zero.
 struct PhaseLaunch {
   Phase phase;
   size_t workspace_offset;
 };
 
-std::vector<PhaseLaunch> phase_launches(const ConvGeometry& g, size_t* workspace_bytes) {
+std::vector<PhaseLaunch> phase_launches(const ConvGeometry& g, size_t* workspace_bytes, bool* untouched = nullptr) {
   std::vector<PhaseLaunch> launches;
+  bool without_taps = false;
   for (int ph = 0; ph < g.stride_h; ++ph)
     for (int pw = 0; pw < g.stride_w; ++pw) {
       const Phase p = phase_of(g, ph, pw);
       if (p.pixels(g.batch) > 0 && p.k(g.out_c) > 0) launches.push_back({p, 0});
+      without_taps |= p.pixels(g.batch) > 0 && p.k(g.out_c) == 0;
     }
+  if (untouched != nullptr) *untouched = without_taps;
   std::stable_sort(launches.begin(), launches.end(), [&](const PhaseLaunch& a, const PhaseLaunch& b) {
     return a.phase.k(g.out_c) > b.phase.k(g.out_c);
   });
   size_t bytes = 0;
   for (PhaseLaunch& l : launches) {
     l.workspace_offset = bytes;
-    bytes += (workspace_for(l.phase.pixels(g.batch), g.in_c, l.phase.k(g.out_c)) + 255) / 256 * 256;
+    bytes += aligned256(workspace_for(l.phase.pixels(g.batch), g.in_c, l.phase.k(g.out_c)));
   }
   *workspace_bytes = bytes;
   return launches;
@@ -199,7 +203,7 @@ size_t gemm_workspace_bytes(const ConvGeometry& g) {
 }
 
 // Where the HWOI copy of an HWIO filter starts in the workspace: after the GEMM's, 256-byte aligned.
-size_t filter_copy_offset(const ConvGeometry& g) { return (gemm_workspace_bytes(g) + 255) / 256 * 256; }
+size_t filter_copy_offset(const ConvGeometry& g) { return aligned256(gemm_workspace_bytes(g)); }
 
 }  // namespace
 
@@ -231,17 +235,22 @@ LaunchStatus conv2d_backprop_input_hwoi(const GpuMultiplier& mult, const ConvGeo
   const Geometry g32 = geometry32(g);
   if (!by_phases(g)) {  // B [k = (kh, kw, co), in_c] is the HWOI filter as it lies
     const int64_t rows = g.batch * g.in_h * g.in_w, k = g.filter_h * g.filter_w * g.out_c;
-    const DyGather a{dy, g32, static_cast<int>(rows), static_cast<int>(k)};
     const DenseAlongOuter b{w, static_cast<int>(g.in_c), static_cast<int>(k), static_cast<int>(g.in_c)};
+    // Stride 1 without dilation is one phase of all the taps: PhaseGather reads it with two unsigned bounds checks a
+    // group where DyGather, which also serves dilation, takes four and a branch on the stride. The same k order, so
+    // the same bits; the four stride-1 input gradients of the benchmark's shapes 5.97 -> 5.79 ms (lut) and 5.47 ->
+    // 5.36 (am16), now at their forwards' rate (H100, 2026-11-26, bench/gpu_conv_ops.cu, every hash equal).
+    if (g.stride_h == 1 && g.stride_w == 1 && g.dilation_h == 1 && g.dilation_w == 1) {
+      const PhaseGather a{dy, g32, phase_of(g, 0, 0), static_cast<int>(rows), static_cast<int>(k)};
+      return launch(mult, a, b, rows, g.in_c, k, dx, workspace, stream);
+    }
+    const DyGather a{dy, g32, static_cast<int>(rows), static_cast<int>(k)};
     return launch(mult, a, b, rows, g.in_c, k, dx, workspace, stream);
   }
-  // Phases that no tap reads (a 1x1 filter at stride 2, say) have a zero gradient: clear dx first.
+  size_t workspace_bytes = 0;
   bool untouched = false;
-  for (int ph = 0; ph < g.stride_h; ++ph)
-    for (int pw = 0; pw < g.stride_w; ++pw) {
-      const Phase p = phase_of(g, ph, pw);
-      untouched |= p.pixels(g.batch) > 0 && p.k(g.out_c) == 0;
-    }
+  const std::vector<PhaseLaunch> launches = phase_launches(g, &workspace_bytes, &untouched);
+  // Phases that no tap reads (a 1x1 filter at stride 2, say) have a zero gradient: clear dx first.
   if (untouched) {
     const size_t bytes = static_cast<size_t>(g.batch * g.in_h * g.in_w * g.in_c) * sizeof(float);
     const cudaError_t status = cudaMemsetAsync(dx, 0, bytes, stream);
@@ -249,8 +258,6 @@ LaunchStatus conv2d_backprop_input_hwoi(const GpuMultiplier& mult, const ConvGeo
   }
   // The phases run side by side on side streams (gemm_cuda_streams.h): one at a time, a phase of the benchmark's
   // stride-2 shapes fills one wave of the GPU or less (128 blocks of 132 SMs), then drains it and sums its slices.
-  size_t workspace_bytes = 0;
-  const std::vector<PhaseLaunch> launches = phase_launches(g, &workspace_bytes);
   const int count = static_cast<int>(launches.size());
   ForkJoin streams(stream, count);
   LaunchStatus status;

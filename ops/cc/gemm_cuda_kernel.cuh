@@ -628,6 +628,8 @@ Split nominal_split(int64_t m, int64_t n, int64_t k) {
   return narrow(n) ? split_for<128, 64>(m, n, k) : split_for<128, 128>(m, n, k);
 }
 
+constexpr size_t aligned256(size_t bytes) { return (bytes + 255) / 256 * 256; }  // workspace parts' starts
+
 size_t workspace_for(int64_t m, int64_t n, int64_t k) {
   const Split s = nominal_split(m, n, k);
   return s.splits > 1 ? static_cast<size_t>(s.splits) * m * n * sizeof(float) : 0;

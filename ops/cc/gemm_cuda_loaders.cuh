@@ -196,9 +196,9 @@ struct Im2ColTransposed {
   bool vector_ok() const { return aligned16(x) && g.in_c % 4 == 0; }
 };
 
-// Input-gradient A without stride phases (stride 1, or a dilated strided conv): rows are input pixels (n, hi, wi),
-// k the (kh, kw, co) of the output pixels that read them: dy[n, ho, wo, co] with ho * stride = hi + pad - kh *
-// dilation; taps that land between strides or outside read +0.
+// Input-gradient A of a dilated conv (gemm_cuda_input_grad.cu reads the others by stride phases): rows are input
+// pixels (n, hi, wi), k the (kh, kw, co) of the output pixels that read them: dy[n, ho, wo, co] with ho * stride =
+// hi + pad - kh * dilation; taps that land between strides or outside read +0.
 struct DyGather {
   static constexpr bool kAlongK = true;
   const float* dy;

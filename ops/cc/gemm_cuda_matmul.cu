@@ -25,12 +25,10 @@ LaunchStatus transpose(const float* in, int64_t rows, int64_t cols, float* out, 
   return status == cudaSuccess ? LaunchStatus{} : LaunchStatus{false, cudaGetErrorString(status)};
 }
 
-size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
-
 }  // namespace
 
 size_t matmul_workspace_bytes(int64_t m, int64_t n, int64_t k, bool transpose_a, bool transpose_b) {
-  return (transpose_a ? aligned(m * k * sizeof(float)) : 0) + (transpose_b ? aligned(k * n * sizeof(float)) : 0) +
+  return (transpose_a ? aligned256(m * k * sizeof(float)) : 0) + (transpose_b ? aligned256(k * n * sizeof(float)) : 0) +
          workspace_for(m, n, k);
 }
 
@@ -44,14 +42,14 @@ LaunchStatus matmul(const GpuMultiplier& mult, const float* a, const float* b, f
     const LaunchStatus s = transpose(a, k, m, a_t, stream);
     if (!s.ok) return s;
     a = a_t;
-    scratch += aligned(m * k * sizeof(float));
+    scratch += aligned256(m * k * sizeof(float));
   }
   if (transpose_b && k * n > 0) {  // b is stored [n, k]
     float* b_t = reinterpret_cast<float*>(scratch);
     const LaunchStatus s = transpose(b, n, k, b_t, stream);
     if (!s.ok) return s;
     b = b_t;
-    scratch += aligned(k * n * sizeof(float));
+    scratch += aligned256(k * n * sizeof(float));
   }
   const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
   return launch(mult, DenseAlongK{a, mi, ki, ki}, DenseAlongOuter{b, ni, ki, ni}, m, n, k, c, scratch, stream);

@@ -196,10 +196,6 @@ Tensor products_cpu_kernel(const Tensor& a, const Tensor& b, const Tensor& table
 
 #if defined(AMDNN_WITH_CUDA)
 
-// The CUDA input gradient reads the filter as HWOI (gemm_cuda_input_grad.cu): made here in the copy torch's OIHW
-// needs anyway.
-Tensor hwoi(const Tensor& w) { return w.permute({2, 3, 0, 1}).contiguous(); }
-
 gpu::GpuMultiplier gpu_multiplier(const std::string& name, const Tensor& table, const Tensor& like) {
   gpu::GpuMultiplier mult;
   mult.mode = mode_of(name);
@@ -221,6 +217,19 @@ Tensor workspace(size_t bytes, const Tensor& like) {
   return torch::empty({static_cast<int64_t>(bytes)}, like.options().dtype(torch::kUInt8));
 }
 
+// torch's OIHW filter in the layout the CUDA kernels read: HWIO for the forward, HWOI for the input gradient
+// (gemm_cuda_input_grad.cu), made by the core's coalesced transposes (gemm_cuda_layouts.cu) rather than torch's
+// permute-and-copy.
+Tensor filter_for_kernels(const Tensor& w, bool input_grad, cudaStream_t stream, const char* op) {
+  const Tensor wc = w.contiguous();
+  const int64_t o = w.size(0), i = w.size(1), taps = w.size(2) * w.size(3);
+  Tensor out = input_grad ? torch::empty({w.size(2), w.size(3), o, i}, w.options())
+                          : torch::empty({w.size(2), w.size(3), i, o}, w.options());
+  const auto transpose = input_grad ? gpu::filter_oihw_to_hwoi : gpu::filter_oihw_to_hwio;
+  check_launch(transpose(wc.data_ptr<float>(), o, i, taps, out.data_ptr<float>(), stream), op);
+  return out;
+}
+
 Tensor conv2d_cuda_kernel(const Tensor& x, const Tensor& w, const Tensor& table, c10::string_view multiplier,
                           at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool) {
   check_float(x, "input", "conv2d");
@@ -230,11 +239,12 @@ Tensor conv2d_cuda_kernel(const Tensor& x, const Tensor& w, const Tensor& table,
   const gpu::GpuMultiplier mult = gpu_multiplier(std::string(multiplier), table, x);
   // Checks first, then the device guard: every TORCH_CHECK above runs before any CUDA state changes.
   const c10::cuda::CUDAGuard guard(x.device());
-  const Tensor xh = nhwc(x), wh = hwio(w);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
+  const Tensor xh = nhwc(x), wh = filter_for_kernels(w, false, stream, "conv2d");
   Tensor y = torch::empty({g.batch, g.out_h, g.out_w, g.out_c}, x.options());
   Tensor ws = workspace(gpu::conv2d_workspace_bytes(g), x);
   check_launch(gpu::conv2d(mult, g, xh.data_ptr<float>(), wh.data_ptr<float>(), y.data_ptr<float>(), ws.data_ptr(),
-                           at::cuda::getCurrentCUDAStream().stream()),
+                           stream),
                "conv2d");
   return nchw_view(y);
 }
@@ -250,12 +260,12 @@ Tensor conv2d_backward_input_cuda_kernel(at::IntArrayRef input_size, const Tenso
   const gpu::GpuMultiplier mult = gpu_multiplier(std::string(multiplier), table, dy);
   // Checks first, then the device guard: every TORCH_CHECK above runs before any CUDA state changes.
   const c10::cuda::CUDAGuard guard(dy.device());
-  const Tensor wh = hwoi(w), dyh = nhwc(dy);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
+  const Tensor wh = filter_for_kernels(w, true, stream, "conv2d_backward_input"), dyh = nhwc(dy);
   Tensor dx = torch::empty({g.batch, g.in_h, g.in_w, g.in_c}, dy.options());
   Tensor ws = workspace(gpu::conv2d_backprop_input_hwoi_workspace_bytes(g), dy);
   check_launch(gpu::conv2d_backprop_input_hwoi(mult, g, wh.data_ptr<float>(), dyh.data_ptr<float>(),
-                                               dx.data_ptr<float>(), ws.data_ptr(),
-                                               at::cuda::getCurrentCUDAStream().stream()),
+                                               dx.data_ptr<float>(), ws.data_ptr(), stream),
                "conv2d_backward_input");
   return nchw_view(dx);
 }
@@ -271,13 +281,18 @@ Tensor conv2d_backward_filter_cuda_kernel(const Tensor& x, at::IntArrayRef weigh
   const gpu::GpuMultiplier mult = gpu_multiplier(std::string(multiplier), table, x);
   // Checks first, then the device guard: every TORCH_CHECK above runs before any CUDA state changes.
   const c10::cuda::CUDAGuard guard(x.device());
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
   const Tensor xh = nhwc(x), dyh = nhwc(dy);
   Tensor dw = torch::empty({g.filter_h, g.filter_w, g.in_c, g.out_c}, x.options());
   Tensor ws = workspace(gpu::conv2d_backprop_filter_workspace_bytes(g), x);
   check_launch(gpu::conv2d_backprop_filter(mult, g, xh.data_ptr<float>(), dyh.data_ptr<float>(), dw.data_ptr<float>(),
-                                           ws.data_ptr(), at::cuda::getCurrentCUDAStream().stream()),
+                                           ws.data_ptr(), stream),
                "conv2d_backward_filter");
-  return oihw(dw);
+  Tensor dw_oihw = torch::empty({g.out_c, g.in_c, g.filter_h, g.filter_w}, x.options());
+  check_launch(gpu::filter_hwio_to_oihw(dw.data_ptr<float>(), g.out_c, g.in_c, g.filter_h * g.filter_w,
+                                        dw_oihw.data_ptr<float>(), stream),
+               "conv2d_backward_filter");
+  return dw_oihw;
 }
 
 Tensor matmul_cuda_kernel(const Tensor& a, const Tensor& b, const Tensor& table, c10::string_view multiplier,

@@ -241,6 +241,9 @@ GEOMETRIES = [  # (N, C, H, W, O, kh, kw, stride, padding, dilation)
     (3, 16, 6, 5, 9, 5, 5, 3, "same", 1),
     (2, 4, 8, 8, 6, 1, 1, 2, "valid", 1),  # phases of the input gradient that no tap reads
     (2, 6, 9, 9, 5, 2, 2, 2, "same", 1),   # an even filter at stride 2: asymmetric padding
+    (1, 5, 7, 10, 6, 2, 3, 1, "valid", 1),  # stride 1, a filter of unequal sides: the input gradient as one phase
+    (2, 4, 13, 12, 5, 3, 3, 2, "valid", 2),  # strided and dilated: the input gradient's gather over all taps
+    (1, 3, 10, 9, 4, 7, 7, 1, "same", 1),  # 49 taps: the binding's HWOI copy through 32 x 32 tiles
 ]
 
 
