@@ -30,6 +30,9 @@ struct GpuMultiplier {
   const uint8_t* table7 = nullptr;
 };
 
+// The CUDA kernels index with 32 bits: no operand, result or grid of theirs has more elements than this.
+constexpr int64_t kMaxElements = (int64_t{1} << 31) - 1;
+
 // Status of a launch: empty on success, else what failed (the CUDA error string and which launch).
 struct LaunchStatus {
   bool ok = true;
@@ -72,6 +75,10 @@ LaunchStatus filter_oihw_to_hwoi(const float* oihw, int64_t out_c, int64_t in_c,
                                  cudaStream_t stream);
 LaunchStatus filter_hwio_to_oihw(const float* hwio, int64_t out_c, int64_t in_c, int64_t taps, float* oihw,
                                  cudaStream_t stream);
+// out[c] = in[c]^T for `count` row-major matrices of rows x cols, one after the other (out's of cols x rows): the
+// same transpose, for matmul's transposed operands and an HWIO filter's HWOI copy (a matrix per tap).
+LaunchStatus transpose_matrices(const float* in, int64_t count, int64_t rows, int64_t cols, float* out,
+                                cudaStream_t stream);
 
 // Counts, since the library was loaded, of (block, k-tile) steps that ran the fast formulas and of those that fell
 // back to the generic per-product definition (an operand out of the fast range, inf or NaN). Reading synchronises

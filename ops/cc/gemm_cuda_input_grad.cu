@@ -145,26 +145,6 @@ struct PhaseRows {
   }
 };
 
-// HWIO [taps, in_c, out_c] -> HWOI [taps, out_c, in_c]: 32 x 32 tiles through shared memory (a padded row, so the
-// transposed reads do not conflict), coalesced on both sides. One block per (tap, in_c tile, out_c tile), in x (the
-// grid's y and z stop at 65,535).
-__global__ void hwio_to_hwoi(const float* hwio, int in_c, int out_c, int ci_tiles, int co_tiles, float* hwoi) {
-  __shared__ float tile[32][33];
-  const int co_tile = blockIdx.x % co_tiles, rest = blockIdx.x / co_tiles;
-  const int ci_tile = rest % ci_tiles, tap = rest / ci_tiles;
-  const long long base = static_cast<long long>(tap) * in_c * out_c;
-  const int ci0 = ci_tile * 32, co0 = co_tile * 32;
-  for (int r = threadIdx.y; r < 32; r += blockDim.y) {
-    const int ci = ci0 + r, co = co0 + threadIdx.x;
-    if (ci < in_c && co < out_c) tile[r][threadIdx.x] = hwio[base + static_cast<long long>(ci) * out_c + co];
-  }
-  __syncthreads();
-  for (int r = threadIdx.y; r < 32; r += blockDim.y) {
-    const int co = co0 + r, ci = ci0 + threadIdx.x;
-    if (ci < in_c && co < out_c) hwoi[base + static_cast<long long>(co) * in_c + ci] = tile[threadIdx.x][r];
-  }
-}
-
 // The phases with work, most taps first (at pad 1 on a 3 x 3 filter: 4, 2, 2, 1 taps), each with its own part of
 // the workspace (256-byte aligned) so that they can run side by side; *workspace_bytes: all parts; *untouched
 // (if given): whether some phase has pixels but no taps (a 1 x 1 filter at stride 2), whose gradient is zero.
@@ -219,13 +199,9 @@ LaunchStatus conv2d_backprop_input(const GpuMultiplier& mult, const ConvGeometry
   if (g.patch_size() * g.out_c == 0) return conv2d_backprop_input_hwoi(mult, g, w, dy, dx, workspace, stream);
   if (workspace == nullptr) return {false, "the input gradient of an HWIO filter was given no workspace"};
   float* const hwoi = reinterpret_cast<float*>(static_cast<char*>(workspace) + filter_copy_offset(g));
-  const int ci_tiles = static_cast<int>((g.in_c + 31) / 32), co_tiles = static_cast<int>((g.out_c + 31) / 32);
-  const int64_t blocks = int64_t{ci_tiles} * co_tiles * g.filter_h * g.filter_w;
-  if (blocks > kMaxElements) return {false, kTooLarge};
-  hwio_to_hwoi<<<static_cast<unsigned>(blocks), dim3(32, 8), 0, stream>>>(
-      w, static_cast<int>(g.in_c), static_cast<int>(g.out_c), ci_tiles, co_tiles, hwoi);
-  const cudaError_t status = cudaGetLastError();
-  if (status != cudaSuccess) return {false, cudaGetErrorString(status)};
+  // HWIO [taps][in_c][out_c] -> HWOI [taps][out_c][in_c]: a transpose a tap
+  const LaunchStatus copied = transpose_matrices(w, g.filter_h * g.filter_w, g.in_c, g.out_c, hwoi, stream);
+  if (!copied.ok) return copied;
   return conv2d_backprop_input_hwoi(mult, g, hwoi, dy, dx, workspace, stream);
 }
 

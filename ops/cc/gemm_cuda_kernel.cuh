@@ -29,6 +29,7 @@
 
 #include "conv_geometry.h"
 #include "gemm_cuda.h"
+#include "gemm_cuda_launch.cuh"
 #include "gemm_cuda_loaders.cuh"
 #include "gemm_cuda_modes.cuh"
 
@@ -426,6 +427,7 @@ constexpr int block_threads() {
 template <Mode M, int BM, int BN, int V, class LoadA, class LoadB, class Rows>
 __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOCKS)
     gemm_kernel(const GemmParams<LoadA, LoadB, Rows> p) {
+  wait_for_prior_kernel();  // gemm_cuda_launch.cuh: nothing of global memory is touched before it
   using F = typename FastOf<M, table_by_right<M, BN>()>::type;
   constexpr int kTN = thread_cols<M, BN>(), kTM = thread_rows<M, BN>();
   constexpr int kThreads = block_threads<M, BM, BN>();
@@ -520,6 +522,7 @@ __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOC
     tile_flags = block_flags<kNonzeroRight>(flags);
   }
 
+  allow_next_kernel();  // gemm_cuda_launch.cuh: the next kernel is placed once every block is at its stores
   float* c = p.c + blockIdx.z * p.split_stride;
 #pragma unroll
   for (int i = 0; i < kTM; ++i) {
@@ -546,11 +549,13 @@ __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOC
 // Adds the splits' partial results in split order: c[r, col] = ((p0 + p1) + p2) + ...
 template <class Rows>
 __global__ void sum_splits(const float* partial, int splits, long long stride, int m, int n, float* c, Rows rows) {
+  wait_for_prior_kernel();
   const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
   if (i >= static_cast<long long>(m) * n) return;
   float s = partial[i];
   for (int z = 1; z < splits; ++z) s = add_keeping_nan(s, partial[z * stride + i]);
   c[rows.offset(static_cast<int>(i / n)) + i % n] = s;
+  allow_next_kernel();
 }
 
 // ------------------------------------------------------------------------------------------------ launching
@@ -664,17 +669,13 @@ LaunchStatus launch_mode(const GemmParams<LoadA, LoadB, Rows>& base, int64_t m, 
   }
   const dim3 grid(static_cast<unsigned>((n + BN - 1) / BN), static_cast<unsigned>((m + BM - 1) / BM),
                   static_cast<unsigned>(s.splits));
-  gemm_kernel<M, BM, BN, V, LoadA, LoadB, Rows><<<grid, kThreads, smem, stream>>>(p);
-  cudaError_t status = cudaGetLastError();
-  if (status != cudaSuccess) return {false, cudaGetErrorString(status)};
-  if (s.splits > 1) {
-    const int64_t total = m * n;
-    sum_splits<<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(
-        static_cast<const float*>(workspace), s.splits, m * n, static_cast<int>(m), static_cast<int>(n), c, p.rows);
-    status = cudaGetLastError();
-    if (status != cudaSuccess) return {false, cudaGetErrorString(status)};
-  }
-  return {};
+  const LaunchStatus launched =
+      launch_kernel(true, gemm_kernel<M, BM, BN, V, LoadA, LoadB, Rows>, grid, dim3(kThreads), smem, stream, p);
+  if (!launched.ok || s.splits == 1) return launched;
+  const int64_t total = m * n;
+  return launch_kernel(true, sum_splits<Rows>, dim3(static_cast<unsigned>((total + 255) / 256)), dim3(256), 0, stream,
+                       static_cast<const float*>(workspace), s.splits, m * n, static_cast<int>(m), static_cast<int>(n),
+                       c, p.rows);
 }
 
 template <int BM, int BN, int V, class LoadA, class LoadB, class Rows>
@@ -692,8 +693,6 @@ LaunchStatus launch_tiles(Mode mode, const GemmParams<LoadA, LoadB, Rows>& p, in
   }
   return {false, "unknown multiplier mode"};
 }
-
-constexpr int64_t kMaxElements = (int64_t{1} << 31) - 1;
 
 // C [m, n] = A (*) B with rows of C placed by `rows` (dense [m, n] by default). k == 0 writes zeros (dense C only).
 template <class LoadA, class LoadB, class Rows = DenseRows>

@@ -7,6 +7,8 @@
 //                 5 x 5) 256 rows a block, read as one contiguous run (tiles of 32 columns would leave 23 of a
 //                 warp's 32 lanes idle on a 3 x 3 filter's 9).
 //   HWIO -> OIHW: the inverse of the first.
+//   Matrices transposed (transpose_matrices): the first with I = 1 and T = 1, `count` matrices one after the other
+//                 (matmul's transposed operands; an HWIO filter's HWOI copy, one matrix a tap).
 //
 // torch's permute-and-copy moved the 9.4 MB filters of a 512 x 512 x 3 x 3 conv at ~1 TB/s: the 21 copies of the
 // benchmark's fwd+bwd over its seven shapes took 0.13 ms of GPU time in every mode, these 0.09 (torch.profiler, lut,
@@ -14,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include "gemm_cuda.h"
+#include "gemm_cuda_launch.cuh"
 
 namespace amdnn {
 namespace gpu {
@@ -27,11 +30,15 @@ __device__ __forceinline__ long long hwio_row(int b, int in_c, int taps) {
   return static_cast<long long>(t) * in_c + i;
 }
 
-// out[hwio_row(b) * rows + a] = in[a * cols + b], cols = in_c * taps. One block per tile, in x.
-__global__ void to_hwio(const float* in, int rows, int in_c, int taps, int col_tiles, float* out) {
+// out[hwio_row(b) * rows + a] = in[a * cols + b], cols = in_c * taps, for each of the matrices `size` elements apart.
+// One block per tile, in x: matrix blockIdx.x / tiles, then row tile and column tile.
+__global__ void to_hwio(const float* in, int rows, int in_c, int taps, int col_tiles, int tiles, long long size,
+                        float* out) {
   __shared__ float tile[kTile][kTile + 1];  // a padded row: the transposed reads do not conflict
-  const int cols = in_c * taps;
-  const int a0 = (blockIdx.x / col_tiles) * kTile, b0 = (blockIdx.x % col_tiles) * kTile;
+  const int cols = in_c * taps, matrix = blockIdx.x / tiles, at = blockIdx.x - matrix * tiles;
+  const int a0 = (at / col_tiles) * kTile, b0 = (at % col_tiles) * kTile;
+  in += matrix * size;
+  out += matrix * size;
   for (int r = threadIdx.y; r < kTile; r += kTileRows) {
     const int a = a0 + r, b = b0 + threadIdx.x;
     if (a < rows && b < cols) tile[r][threadIdx.x] = in[static_cast<long long>(a) * cols + b];
@@ -41,13 +48,17 @@ __global__ void to_hwio(const float* in, int rows, int in_c, int taps, int col_t
     const int b = b0 + r, a = a0 + threadIdx.x;
     if (a < rows && b < cols) out[hwio_row(b, in_c, taps) * rows + a] = tile[threadIdx.x][r];
   }
+  allow_next_kernel();
 }
 
 // The inverse: out[a * cols + b] = in[hwio_row(b) * rows + a].
-__global__ void from_hwio(const float* in, int rows, int in_c, int taps, int col_tiles, float* out) {
+__global__ void from_hwio(const float* in, int rows, int in_c, int taps, int col_tiles, int tiles, long long size,
+                          float* out) {
   __shared__ float tile[kTile][kTile + 1];
-  const int cols = in_c * taps;
-  const int a0 = (blockIdx.x / col_tiles) * kTile, b0 = (blockIdx.x % col_tiles) * kTile;
+  const int cols = in_c * taps, matrix = blockIdx.x / tiles, at = blockIdx.x - matrix * tiles;
+  const int a0 = (at / col_tiles) * kTile, b0 = (at % col_tiles) * kTile;
+  in += matrix * size;
+  out += matrix * size;
   for (int r = threadIdx.y; r < kTile; r += kTileRows) {
     const int b = b0 + r, a = a0 + threadIdx.x;
     if (a < rows && b < cols) tile[r][threadIdx.x] = in[hwio_row(b, in_c, taps) * rows + a];
@@ -57,6 +68,7 @@ __global__ void from_hwio(const float* in, int rows, int in_c, int taps, int col
     const int a = a0 + r, b = b0 + threadIdx.x;
     if (a < rows && b < cols) out[static_cast<long long>(a) * cols + b] = tile[threadIdx.x][r];
   }
+  allow_next_kernel();
 }
 
 constexpr int kRunRows = 256, kMaxRunTaps = 32;  // to_taps_major: 256 rows of up to 32 taps, 32 KB of shared memory
@@ -72,45 +84,48 @@ __global__ void to_taps_major(const float* in, int rows, int taps, float* out) {
   if (threadIdx.x >= count) return;
   for (int t = 0; t < taps; ++t)  // odd taps (3 x 3, 5 x 5): a warp's 32 reads in 32 banks
     out[static_cast<long long>(t) * rows + a0 + threadIdx.x] = run[threadIdx.x * taps + t];
+  allow_next_kernel();
 }
 
-constexpr int64_t kMaxElements = (int64_t{1} << 31) - 1;
 constexpr const char* kTooLarge = "a filter has 2^31 elements or more (the CUDA kernels index with 32 bits)";
 
 template <class Kernel>
-LaunchStatus launch_layout(Kernel kernel, const float* in, int64_t rows, int64_t in_c, int64_t taps, float* out,
-                           cudaStream_t stream) {
+LaunchStatus launch_layout(Kernel kernel, const float* in, int64_t count, int64_t rows, int64_t in_c, int64_t taps,
+                           float* out, cudaStream_t stream) {
   const int64_t cols = in_c * taps;
-  if (rows == 0 || cols == 0) return {};
-  if (rows * cols > kMaxElements) return {false, kTooLarge};
+  if (count == 0 || rows == 0 || cols == 0) return {};
   const int64_t row_tiles = (rows + kTile - 1) / kTile, col_tiles = (cols + kTile - 1) / kTile;
-  kernel<<<static_cast<unsigned>(row_tiles * col_tiles), dim3(kTile, kTileRows), 0, stream>>>(
-      in, static_cast<int>(rows), static_cast<int>(in_c), static_cast<int>(taps), static_cast<int>(col_tiles), out);
-  const cudaError_t status = cudaGetLastError();
-  return status == cudaSuccess ? LaunchStatus{} : LaunchStatus{false, cudaGetErrorString(status)};
+  if (count * rows * cols > kMaxElements || count * row_tiles * col_tiles > kMaxElements) return {false, kTooLarge};
+  const dim3 grid(static_cast<unsigned>(count * row_tiles * col_tiles));
+  return launch_kernel(false, kernel, grid, dim3(kTile, kTileRows), 0, stream, in, static_cast<int>(rows),
+                       static_cast<int>(in_c), static_cast<int>(taps), static_cast<int>(col_tiles),
+                       static_cast<int>(row_tiles * col_tiles), rows * cols, out);
 }
 
 }  // namespace
 
 LaunchStatus filter_oihw_to_hwio(const float* oihw, int64_t out_c, int64_t in_c, int64_t taps, float* hwio,
                                  cudaStream_t stream) {
-  return launch_layout(to_hwio, oihw, out_c, in_c, taps, hwio, stream);
+  return launch_layout(to_hwio, oihw, 1, out_c, in_c, taps, hwio, stream);
 }
 
 LaunchStatus filter_oihw_to_hwoi(const float* oihw, int64_t out_c, int64_t in_c, int64_t taps, float* hwoi,
                                  cudaStream_t stream) {
   const int64_t rows = out_c * in_c;
-  if (taps > kMaxRunTaps || rows == 0 || taps == 0) return launch_layout(to_hwio, oihw, rows, 1, taps, hwoi, stream);
+  if (taps > kMaxRunTaps || rows == 0 || taps == 0) return transpose_matrices(oihw, 1, rows, taps, hwoi, stream);
   if (rows * taps > kMaxElements) return {false, kTooLarge};
-  to_taps_major<<<static_cast<unsigned>((rows + kRunRows - 1) / kRunRows), kRunRows, 0, stream>>>(
-      oihw, static_cast<int>(rows), static_cast<int>(taps), hwoi);
-  const cudaError_t status = cudaGetLastError();
-  return status == cudaSuccess ? LaunchStatus{} : LaunchStatus{false, cudaGetErrorString(status)};
+  return launch_kernel(false, to_taps_major, dim3(static_cast<unsigned>((rows + kRunRows - 1) / kRunRows)),
+                       dim3(kRunRows), 0, stream, oihw, static_cast<int>(rows), static_cast<int>(taps), hwoi);
 }
 
 LaunchStatus filter_hwio_to_oihw(const float* hwio, int64_t out_c, int64_t in_c, int64_t taps, float* oihw,
                                  cudaStream_t stream) {
-  return launch_layout(from_hwio, hwio, out_c, in_c, taps, oihw, stream);
+  return launch_layout(from_hwio, hwio, 1, out_c, in_c, taps, oihw, stream);
+}
+
+LaunchStatus transpose_matrices(const float* in, int64_t count, int64_t rows, int64_t cols, float* out,
+                                cudaStream_t stream) {
+  return launch_layout(to_hwio, in, count, rows, cols, 1, out, stream);
 }
 
 }  // namespace gpu
