@@ -51,7 +51,7 @@ void bench(const char* name, int size, int cin, int cout, const uint8_t* table7)
   const DenseAlongOuter b{w, cout, taps, cout};
   GemmParams<Im2Col, DenseAlongOuter> p{};
   p.a = a; p.b = b; p.table7 = table7; p.rows = DenseRows{cout};
-  const Split sp = nominal_split(rows, cout, taps);
+  const Split sp = nominal_split(M, rows, cout, taps);
   auto call = [&] { return launch_mode<M, 128, 128, 4>(p, rows, cout, taps, sp, y, ws, nullptr); };
   LaunchStatus st = call();
   if (!st.ok) { printf("launch failed: %s\n", st.what); return; }

@@ -132,13 +132,18 @@ _SIDE_STREAMS: dict[int, torch.cuda.Stream] = {}
 
 def _side_stream(grad: torch.Tensor, multiplier: str):
     """The side stream for the filter gradient, or None where one would not help or is not allowed: CPU tensors,
-    traced or captured code (torch.compile, opcheck's functional tensors, CUDA graphs), and the table modes. The bits
-    are the same either way: each gradient's kernels write only their own output and workspace.
+    traced or captured code (torch.compile, opcheck's functional tensors, CUDA graphs), and the table modes' layers of
+    more than 64 output channels. The bits are the same either way: each gradient's kernels write only their own
+    output and workspace.
     Measured on the benchmark's seven shapes (H100, 2026-11-26, fwd+bwd, the same bits): acc32 8.03 -> 7.83 ms,
     am16 16.55 -> 16.15, mit16 9.97 -> 9.73, but lut 17.75 -> 17.99: its 16/128/128 and 16/128/256/2 shapes took
     8 % and 13 % longer side by side (not understood; both gradients there run 128 x 128 tiles of 118 KB of shared
-    memory, one block per SM), so lut's gradients run one after the other."""
-    if multiplier == "table" or type(grad) is not torch.Tensor or not grad.is_cuda:
+    memory, one block per SM). lut's first stage (64 output channels: the filter gradient on 192 x 64 tiles, two
+    blocks an SM, the input gradient on 256 x 64) gains: 3.16-3.19 -> 3.10-3.12 ms in three pairs of runs (H100,
+    2026-11-27), so lut's gradients run side by side there alone."""
+    if multiplier == "table" and grad.shape[1] > 64:
+        return None
+    if type(grad) is not torch.Tensor or not grad.is_cuda:
         return None
     traced = torch.compiler.is_compiling() or torch._is_functional_tensor(grad)
     if traced or torch.cuda.is_current_stream_capturing():

@@ -87,8 +87,11 @@ constexpr int thread_cols() {
   if constexpr (table_by_right<M, BN>()) return 16;
   return M == Mode::kTable ? BN / 32 : (M == Mode::kAm16 && BN == 128 ? 4 : 8);
 }
-template <Mode M, int BN>
+// lut's tiles of 192 x 64 (lut_192_rows: m = 576, 3 row tiles where 128 rows take 4.5) take 6 x 16 thread tiles: a
+// warp's 32 lanes one above the other span the 192 rows.
+template <Mode M, int BM, int BN>
 constexpr int thread_rows() {
+  if constexpr (table_by_right<M, BN>() && BM == 192) return 6;
   return M == Mode::kTable ? kThreadProducts / thread_cols<M, BN>() : 8;
 }
 
@@ -157,13 +160,25 @@ struct GemmParams {
 // its k differ by kStride: one outer info and one cursor, stepped from group to group. Where element (g, v) lands in
 // the shared tile ([k][outer], kLd words a row) is the thread's base offset plus a constant, so staging costs no
 // address arithmetic.
+// Read along outer, a tile row whose groups do not divide among the threads (lut's 192-row tiles: 48 groups, 128
+// threads) is staged as kParts parts of equal width: a thread's groups of each part at the same outer offset.
+constexpr int stage_parts(int bo, int v, int threads) {
+  for (int p = 1; p <= 8; ++p)
+    if (bo % p == 0 && (bo / p) % v == 0 && threads % ((bo / p) / v) == 0) return p;
+  return 0;
+}
+
 template <int BO, int kThreads, int kBK, int V, class Loader>
 struct Stage {
   static constexpr int kCount = BO * kBK / kThreads;  // elements a thread stages
   static constexpr int kGroups = kCount / V;
-  static constexpr int kPerRow = Loader::kAlongK ? kBK / V : BO / V;  // groups along the contiguous index
-  static constexpr int kOuters = Loader::kAlongK ? kGroups : 1;
+  static constexpr int kParts = Loader::kAlongK ? 1 : stage_parts(BO, V, kThreads);
+  static constexpr int kPartWidth = BO / kParts;
+  static constexpr int kGroupsPerPart = kGroups / kParts;
+  static constexpr int kPerRow = Loader::kAlongK ? kBK / V : kPartWidth / V;  // groups along the contiguous index
+  static constexpr int kOuters = Loader::kAlongK ? kGroups : kParts;
   static constexpr int kStride = kThreads / kPerRow;  // between a thread's groups: outer (read along k) or k
+  static_assert(kParts > 0 && kGroups % kParts == 0, "parts");
   static_assert(kGroups * V * kThreads == BO * kBK, "tile not divisible among threads");
   static_assert(kThreads % kPerRow == 0, "thread mapping");
   // Read along k, a warp's lanes store column by column into rows kLd = 4 (mod 32) words apart: with four groups a
@@ -181,7 +196,7 @@ struct Stage {
   __device__ static void outers(const Loader& l, int origin, int tid, typename Loader::Outer* out) {
 #pragma unroll
     for (int g = 0; g < kOuters; ++g)
-      out[g] = l.outer(origin + (Loader::kAlongK ? strided(tid) + g * kStride : contiguous(tid)));
+      out[g] = l.outer(origin + (Loader::kAlongK ? strided(tid) + g * kStride : contiguous(tid) + g * kPartWidth));
   }
 
   __device__ static typename Loader::Cursor cursor(const Loader& l, int k0, int tid) {
@@ -195,7 +210,8 @@ struct Stage {
   }
   template <int kLd>
   __device__ static constexpr int offset(int g, int v) {
-    return Loader::kAlongK ? v * kLd + g * kStride : g * kStride * kLd + v;
+    return Loader::kAlongK ? v * kLd + g * kStride
+                           : (g % kGroupsPerPart) * kStride * kLd + (g / kGroupsPerPart) * kPartWidth + v;
   }
 
   __device__ static void load_group(const Loader& l, const typename Loader::Outer& o, const typename Loader::Cursor& c,
@@ -216,11 +232,14 @@ struct Stage {
 #pragma unroll
       for (int g = 0; g < kGroups; ++g) load_group(l, outer[g], c, valid, out + g * V);
     } else {
-      typename Loader::Cursor at = c;
 #pragma unroll
-      for (int g = 0; g < kGroups; ++g) {
-        load_group(l, outer[0], at, at.k < k_end, out + g * V);
-        if (g + 1 < kGroups) l.advance(at, kStride);
+      for (int q = 0; q < kParts; ++q) {
+        typename Loader::Cursor at = c;
+#pragma unroll
+        for (int j = 0; j < kGroupsPerPart; ++j) {
+          load_group(l, outer[q], at, at.k < k_end, out + (q * kGroupsPerPart + j) * V);
+          if (j + 1 < kGroupsPerPart) l.advance(at, kStride);
+        }
       }
     }
     l.advance(c, kBK);
@@ -267,12 +286,13 @@ struct Stage {
   }
 };
 
-// A thread's kT rows (or columns) of its tile, in groups of four (or kT < 4) consecutive ones: group g at
-// g * kSize / groups + 4 * t, so that the 16-byte fragment reads of a warp's threads are contiguous in shared memory
-// (8 at 8 * t would put lanes 32 bytes apart: 2-way conflicts).
+// A thread's kT rows (or columns) of its tile, in groups of V = four consecutive ones (two where kT is 6: lut's
+// 192-row tiles, three 8-byte reads; one where kT is odd): group g at g * kSize / groups + V * t, so that the fragment
+// reads of a warp's threads are contiguous in shared memory (8 at 8 * t would put lanes 32 bytes apart: 2-way
+// conflicts).
 template <int kT>
 constexpr int fragment_vector() {
-  return kT < 4 ? kT : 4;
+  return kT % 4 == 0 ? 4 : (kT % 2 == 0 ? 2 : 1);
 }
 
 template <int kSize, int kT>
@@ -421,7 +441,7 @@ constexpr int buffer_words(int bm, int bn) {
 // tile t + 1, which decides its path.
 template <Mode M, int BM, int BN>
 constexpr int block_threads() {
-  return (BM / thread_rows<M, BN>()) * (BN / thread_cols<M, BN>());
+  return (BM / thread_rows<M, BM, BN>()) * (BN / thread_cols<M, BN>());
 }
 
 template <Mode M, int BM, int BN, int V, class LoadA, class LoadB, class Rows>
@@ -429,7 +449,7 @@ __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOC
     gemm_kernel(const GemmParams<LoadA, LoadB, Rows> p) {
   wait_for_prior_kernel();  // gemm_cuda_launch.cuh: nothing of global memory is touched before it
   using F = typename FastOf<M, table_by_right<M, BN>()>::type;
-  constexpr int kTN = thread_cols<M, BN>(), kTM = thread_rows<M, BN>();
+  constexpr int kTN = thread_cols<M, BN>(), kTM = thread_rows<M, BM, BN>();
   constexpr int kThreads = block_threads<M, BM, BN>();
   constexpr int kBK = tile_k<M>(BM, BN);
   constexpr int kLdA = BM + kPad, kLdB = BN + kPad;
@@ -510,7 +530,7 @@ __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOC
       const uint32_t* const ra = raw_a(s);
       const uint32_t* const rb = raw_b(s);
       for (int kk = 0; kk < kBK; ++kk) {
-        float products[kThreadProducts];
+        float products[kTM * kTN];
         generic_products<M, kTM, kTN>(ra + kk * kLdA, rb + kk * kLdB, fragment_group_stride<BM, kTM>(),
                                       fragment_group_stride<BN, kTN>(), ty, tx, p.table7, products);
 #pragma unroll
@@ -599,9 +619,8 @@ double split_cost(int64_t tiles, int64_t m, int64_t n, const Split& s, int block
   return cost;
 }
 
-template <int BM, int BN>
+template <int BM, int BN, int kBlocksPerSm = 128 * 128 / (BM * BN)>  // by default equal shares of an SM's outputs
 Split split_for(int64_t m, int64_t n, int64_t k) {
-  constexpr int kBlocksPerSm = 128 * 128 / (BM * BN);  // equal shares of an SM: its blocks' outputs
   const int64_t tiles = ((m + BM - 1) / BM) * ((n + BN - 1) / BN);
   Split best = slices(k, 1);
   if (tiles > 0 && tiles < kUnsplitTiles) {  // no tiles: an empty output, nothing to launch
@@ -627,17 +646,26 @@ Split split_for(int64_t m, int64_t n, int64_t k) {
 bool narrow(int64_t n) { return n <= 64; }
 constexpr int64_t kTallRows = 16384;
 
-// The k slices of a GEMM, from its shapes alone by the nominal tile (128 x 64 for narrow outputs, else 128 x 128),
-// whichever kernel runs it: the bits never depend on the operands' alignment.
-Split nominal_split(int64_t m, int64_t n, int64_t k) {
+// The k slices of a GEMM, from its shapes alone by the nominal tile (128 x 64 for narrow outputs, else 128 x 128; lut's
+// 192 x 64 where lut_192_rows), whichever kernel runs it: the bits never depend on the operands' alignment.
+// lut's GEMMs of m a multiple of 192 but not of 128 (m = 576: the first two stages' filter gradients of 3 x 3 x 64
+// taps, 64 and 128 output channels) on 192 x 64 tiles: 3 row tiles where 128 rows take 4.5, two 128-thread blocks an
+// SM (H100, 2026-11-27, ops alone: 1.274 -> 1.040 ms with 64 output channels, 0.557 -> 0.538 with 128 on 128 x 128).
+bool lut_192_rows(Mode mode, int64_t m) {
+  return mode == Mode::kTable && m < kTallRows && m % 192 == 0 && m % 128 != 0;
+}
+
+Split nominal_split(Mode mode, int64_t m, int64_t n, int64_t k) {
+  if (lut_192_rows(mode, m)) return split_for<192, 64, 2>(m, n, k);
   return narrow(n) ? split_for<128, 64>(m, n, k) : split_for<128, 128>(m, n, k);
 }
 
 constexpr size_t aligned256(size_t bytes) { return (bytes + 255) / 256 * 256; }  // workspace parts' starts
 
-size_t workspace_for(int64_t m, int64_t n, int64_t k) {
-  const Split s = nominal_split(m, n, k);
-  return s.splits > 1 ? static_cast<size_t>(s.splits) * m * n * sizeof(float) : 0;
+size_t workspace_for(int64_t m, int64_t n, int64_t k) {  // for any mode: lut's slices may differ from the others'
+  const Split others = nominal_split(Mode::kAcc32, m, n, k), lut = nominal_split(Mode::kTable, m, n, k);
+  const int splits = std::max(others.splits, lut.splits);
+  return splits > 1 ? static_cast<size_t>(splits) * m * n * sizeof(float) : 0;
 }
 
 template <Mode M, int BM, int BN, int V, class LoadA, class LoadB, class Rows>
@@ -716,8 +744,10 @@ LaunchStatus launch(const GpuMultiplier& mult, LoadA a, LoadB b, int64_t m, int6
   p.rows = rows;
   // Operands that can be read four floats at a time (every ResNet layer but the first) take the kernels with 16-byte
   // loads; the rest, the 128 x 64 kernel with single loads (one fallback instantiation per mode, not two).
-  const Split s = nominal_split(m, n, k);
+  const Split s = nominal_split(mult.mode, m, n, k);
   if (a.vector_ok() && b.vector_ok() && k % 4 == 0) {
+    if (lut_192_rows(mult.mode, m))
+      return launch_mode<Mode::kTable, 192, 64, 4>(p, m, n, k, s, c, workspace, stream);
     if (narrow(n) && mult.mode == Mode::kTable && m >= kTallRows)
       return launch_mode<Mode::kTable, 256, 64, 4>(p, m, n, k, s, c, workspace, stream);
     if (narrow(n) && mult.mode == Mode::kAm16 && m >= kTallRows)

@@ -30,43 +30,28 @@ __device__ __forceinline__ long long hwio_row(int b, int in_c, int taps) {
   return static_cast<long long>(t) * in_c + i;
 }
 
-// out[hwio_row(b) * rows + a] = in[a * cols + b], cols = in_c * taps, for each of the matrices `size` elements apart.
-// One block per tile, in x: matrix blockIdx.x / tiles, then row tile and column tile.
-__global__ void to_hwio(const float* in, int rows, int in_c, int taps, int col_tiles, int tiles, long long size,
-                        float* out) {
+// Between the OIHW side, element (a, b) at a * cols + b (cols = in_c * taps), and the HWIO side, at hwio_row(b) * rows
+// + a: kToHwio reads the first and writes the second, else the inverse. A warp reads 32 contiguous elements of the side
+// it reads (along b on the OIHW side, along a on the HWIO side) and writes 32 contiguous ones of the other. One block
+// per tile (row tile, column tile in x), matrix blockIdx.y of those rows * cols elements apart (transpose_matrices).
+template <bool kToHwio>
+__global__ void relayout(const float* in, int rows, int in_c, int taps, int col_tiles, float* out) {
   __shared__ float tile[kTile][kTile + 1];  // a padded row: the transposed reads do not conflict
-  const int cols = in_c * taps, matrix = blockIdx.x / tiles, at = blockIdx.x - matrix * tiles;
-  const int a0 = (at / col_tiles) * kTile, b0 = (at % col_tiles) * kTile;
-  in += matrix * size;
-  out += matrix * size;
+  const int cols = in_c * taps;
+  const int a0 = (blockIdx.x / col_tiles) * kTile, b0 = (blockIdx.x % col_tiles) * kTile;
+  const long long size = static_cast<long long>(rows) * cols;
+  in += blockIdx.y * size;
+  out += blockIdx.y * size;
+  const auto oihw = [=](int a, int b) { return static_cast<long long>(a) * cols + b; };
+  const auto hwio = [=](int a, int b) { return hwio_row(b, in_c, taps) * rows + a; };
   for (int r = threadIdx.y; r < kTile; r += kTileRows) {
-    const int a = a0 + r, b = b0 + threadIdx.x;
-    if (a < rows && b < cols) tile[r][threadIdx.x] = in[static_cast<long long>(a) * cols + b];
+    const int a = a0 + (kToHwio ? r : threadIdx.x), b = b0 + (kToHwio ? threadIdx.x : r);
+    if (a < rows && b < cols) tile[r][threadIdx.x] = in[kToHwio ? oihw(a, b) : hwio(a, b)];
   }
   __syncthreads();
   for (int r = threadIdx.y; r < kTile; r += kTileRows) {
-    const int b = b0 + r, a = a0 + threadIdx.x;
-    if (a < rows && b < cols) out[hwio_row(b, in_c, taps) * rows + a] = tile[threadIdx.x][r];
-  }
-  allow_next_kernel();
-}
-
-// The inverse: out[a * cols + b] = in[hwio_row(b) * rows + a].
-__global__ void from_hwio(const float* in, int rows, int in_c, int taps, int col_tiles, int tiles, long long size,
-                          float* out) {
-  __shared__ float tile[kTile][kTile + 1];
-  const int cols = in_c * taps, matrix = blockIdx.x / tiles, at = blockIdx.x - matrix * tiles;
-  const int a0 = (at / col_tiles) * kTile, b0 = (at % col_tiles) * kTile;
-  in += matrix * size;
-  out += matrix * size;
-  for (int r = threadIdx.y; r < kTile; r += kTileRows) {
-    const int b = b0 + r, a = a0 + threadIdx.x;
-    if (a < rows && b < cols) tile[r][threadIdx.x] = in[hwio_row(b, in_c, taps) * rows + a];
-  }
-  __syncthreads();
-  for (int r = threadIdx.y; r < kTile; r += kTileRows) {
-    const int a = a0 + r, b = b0 + threadIdx.x;
-    if (a < rows && b < cols) out[static_cast<long long>(a) * cols + b] = tile[threadIdx.x][r];
+    const int a = a0 + (kToHwio ? threadIdx.x : r), b = b0 + (kToHwio ? r : threadIdx.x);
+    if (a < rows && b < cols) out[kToHwio ? hwio(a, b) : oihw(a, b)] = tile[threadIdx.x][r];
   }
   allow_next_kernel();
 }
@@ -87,26 +72,27 @@ __global__ void to_taps_major(const float* in, int rows, int taps, float* out) {
   allow_next_kernel();
 }
 
+constexpr int64_t kMaxMatrices = 65535;  // gridDim.y
 constexpr const char* kTooLarge = "a filter has 2^31 elements or more (the CUDA kernels index with 32 bits)";
 
-template <class Kernel>
-LaunchStatus launch_layout(Kernel kernel, const float* in, int64_t count, int64_t rows, int64_t in_c, int64_t taps,
-                           float* out, cudaStream_t stream) {
+template <bool kToHwio>
+LaunchStatus launch_layout(const float* in, int64_t count, int64_t rows, int64_t in_c, int64_t taps, float* out,
+                           cudaStream_t stream) {
   const int64_t cols = in_c * taps;
   if (count == 0 || rows == 0 || cols == 0) return {};
   const int64_t row_tiles = (rows + kTile - 1) / kTile, col_tiles = (cols + kTile - 1) / kTile;
-  if (count * rows * cols > kMaxElements || count * row_tiles * col_tiles > kMaxElements) return {false, kTooLarge};
-  const dim3 grid(static_cast<unsigned>(count * row_tiles * col_tiles));
-  return launch_kernel(false, kernel, grid, dim3(kTile, kTileRows), 0, stream, in, static_cast<int>(rows),
-                       static_cast<int>(in_c), static_cast<int>(taps), static_cast<int>(col_tiles),
-                       static_cast<int>(row_tiles * col_tiles), rows * cols, out);
+  if (count * rows * cols > kMaxElements || row_tiles * col_tiles > kMaxElements) return {false, kTooLarge};
+  if (count > kMaxMatrices) return {false, "more than 65535 matrices to transpose (one a grid row in y)"};
+  const dim3 grid(static_cast<unsigned>(row_tiles * col_tiles), static_cast<unsigned>(count));
+  return launch_kernel(false, relayout<kToHwio>, grid, dim3(kTile, kTileRows), 0, stream, in, static_cast<int>(rows),
+                       static_cast<int>(in_c), static_cast<int>(taps), static_cast<int>(col_tiles), out);
 }
 
 }  // namespace
 
 LaunchStatus filter_oihw_to_hwio(const float* oihw, int64_t out_c, int64_t in_c, int64_t taps, float* hwio,
                                  cudaStream_t stream) {
-  return launch_layout(to_hwio, oihw, 1, out_c, in_c, taps, hwio, stream);
+  return launch_layout<true>(oihw, 1, out_c, in_c, taps, hwio, stream);
 }
 
 LaunchStatus filter_oihw_to_hwoi(const float* oihw, int64_t out_c, int64_t in_c, int64_t taps, float* hwoi,
@@ -120,12 +106,12 @@ LaunchStatus filter_oihw_to_hwoi(const float* oihw, int64_t out_c, int64_t in_c,
 
 LaunchStatus filter_hwio_to_oihw(const float* hwio, int64_t out_c, int64_t in_c, int64_t taps, float* oihw,
                                  cudaStream_t stream) {
-  return launch_layout(from_hwio, hwio, 1, out_c, in_c, taps, oihw, stream);
+  return launch_layout<false>(hwio, 1, out_c, in_c, taps, oihw, stream);
 }
 
 LaunchStatus transpose_matrices(const float* in, int64_t count, int64_t rows, int64_t cols, float* out,
                                 cudaStream_t stream) {
-  return launch_layout(to_hwio, in, count, rows, cols, 1, out, stream);
+  return launch_layout<true>(in, count, rows, cols, 1, out, stream);
 }
 
 }  // namespace gpu

@@ -244,6 +244,7 @@ GEOMETRIES = [  # (N, C, H, W, O, kh, kw, stride, padding, dilation)
     (1, 5, 7, 10, 6, 2, 3, 1, "valid", 1),  # stride 1, a filter of unequal sides: the input gradient as one phase
     (2, 4, 13, 12, 5, 3, 3, 2, "valid", 2),  # strided and dilated: the input gradient's gather over all taps
     (1, 3, 10, 9, 4, 7, 7, 1, "same", 1),  # 49 taps: the binding's HWOI copy through 32 x 32 tiles
+    (1, 64, 4, 4, 8, 3, 3, 1, "same", 1),  # the filter gradient's 576 rows: lut's 192 x 64 tiles
 ]
 
 
@@ -278,7 +279,7 @@ def test_conv_layers_against_float64_reference(modes, geometry):
         assert relative_error(dw.permute(2, 3, 1, 0).cpu(), ref_dw) <= 1e-5, f"{mode} filter gradient"
 
 
-@pytest.mark.parametrize("shape", [(33, 70, 65), (128, 300, 784), (1, 1, 3000), (200, 10, 1)])
+@pytest.mark.parametrize("shape", [(33, 70, 65), (128, 300, 784), (1, 1, 3000), (200, 10, 1), (576, 40, 300)])
 def test_matmul_against_float64_reference(modes, shape):
     m, n, k = shape
     rng = np.random.default_rng(m * n * k)
@@ -355,9 +356,11 @@ def _misaligned(t: torch.Tensor) -> torch.Tensor:
     return out
 
 
-# the last two: 16,384 output rows (forward) and input-gradient phase rows, where lut and am16 take 256 x 64 tiles
+# (64, 16, 32, 1) and (128, 16, 32, 2): 16,384 output rows (forward) and input-gradient phase rows, where lut and
+# am16 take 256 x 64 tiles; (12, 64, 64, 1): 576 rows in every pass (4 x 12 x 12 pixels, 9 x 64 taps), where lut
+# takes 192 x 64 tiles
 @pytest.mark.parametrize("size,cin,cout,stride", [(8, 64, 128, 1), (8, 64, 128, 2), (6, 128, 64, 1), (64, 16, 32, 1),
-                                                  (128, 16, 32, 2)])
+                                                  (128, 16, 32, 2), (12, 64, 64, 1), (12, 64, 128, 1)])
 def test_sixteen_byte_loads_give_the_bits_of_single_loads(modes, size, cin, cout, stride):
     """Channel counts that are multiples of 4 at aligned addresses take the kernels with 16-byte loads; the same
     values misaligned take the single-load kernels (checked product by product above). Forward and both gradients
@@ -446,8 +449,9 @@ def test_input_gradient_phases_side_by_side_keep_their_bits(modes):
 
 def test_filter_gradient_beside_the_input_gradient_keeps_its_bits(modes):
     """With both gradients asked for, the autograd formula runs the filter gradient on a side stream beside the input
-    gradient (ops.torch_ops._conv2d_backward); alone, each runs on the caller's stream. The same bits either way, and
-    the side stream's dw is complete when the caller's stream reads it."""
+    gradient (ops.torch_ops._conv2d_backward; the table modes on layers of <= 64 output channels, as here); alone, each
+    runs on the caller's stream. The same bits either way, and the side stream's dw is complete when the caller's
+    stream reads it."""
     torch.manual_seed(5)
     x = torch.randn(8, 32, 16, 16, device=DEVICE).to(memory_format=torch.channels_last)
     w = torch.randn(64, 32, 3, 3, device=DEVICE) * 0.1
