@@ -651,12 +651,16 @@ constexpr int64_t kTallRows = 16384;
 // lut's GEMMs of m a multiple of 192 but not of 128 (m = 576: the first two stages' filter gradients of 3 x 3 x 64
 // taps, 64 and 128 output channels) on 192 x 64 tiles: 3 row tiles where 128 rows take 4.5, two 128-thread blocks an
 // SM (H100, 2026-11-27, ops alone: 1.274 -> 1.040 ms with 64 output channels, 0.557 -> 0.538 with 128 on 128 x 128).
-bool lut_192_rows(Mode mode, int64_t m) {
-  return mode == Mode::kTable && m < kTallRows && m % 192 == 0 && m % 128 != 0;
+// Products a second there: 4.65 T and 4.49 T on 192 x 64 tiles, against 3.79 T (4.21 T for full row tiles) on
+// 128 x 64 and 4.34 T (4.82 T full) on 128 x 128. So narrow outputs take them at every such m; wider ones only where
+// 128-row tiles leave more than 7 % of their rows empty (4.49 / 4.82): m = 576 (10 %), not 960 (6 %).
+constexpr int64_t kLut192WideRows = 768;
+bool lut_192_rows(Mode mode, int64_t m, int64_t n) {
+  return mode == Mode::kTable && m < kTallRows && m % 192 == 0 && m % 128 != 0 && (narrow(n) || m < kLut192WideRows);
 }
 
 Split nominal_split(Mode mode, int64_t m, int64_t n, int64_t k) {
-  if (lut_192_rows(mode, m)) return split_for<192, 64, 2>(m, n, k);
+  if (lut_192_rows(mode, m, n)) return split_for<192, 64, 2>(m, n, k);
   return narrow(n) ? split_for<128, 64>(m, n, k) : split_for<128, 128>(m, n, k);
 }
 
@@ -746,7 +750,7 @@ LaunchStatus launch(const GpuMultiplier& mult, LoadA a, LoadB b, int64_t m, int6
   // loads; the rest, the 128 x 64 kernel with single loads (one fallback instantiation per mode, not two).
   const Split s = nominal_split(mult.mode, m, n, k);
   if (a.vector_ok() && b.vector_ok() && k % 4 == 0) {
-    if (lut_192_rows(mult.mode, m))
+    if (lut_192_rows(mult.mode, m, n))
       return launch_mode<Mode::kTable, 192, 64, 4>(p, m, n, k, s, c, workspace, stream);
     if (narrow(n) && mult.mode == Mode::kTable && m >= kTallRows)
       return launch_mode<Mode::kTable, 256, 64, 4>(p, m, n, k, s, c, workspace, stream);
