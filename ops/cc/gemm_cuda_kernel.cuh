@@ -2,12 +2,12 @@
 // they compile in parallel): C[m, n] = sum over k of A[m, k] (*) B[k, n].
 //
 // Tiling (SGEMM style): a block computes a BM x BN tile of C, each thread an 8 x 8 register tile (lut: 16 x 4 or 4 x
-// 16; am16 on 128 x 128 tiles: 8 x 4; thread_cols), a warp's threads 4 x 8 of them (lut: 1 x 32 or 32 x 1); K advances
-// by tile_k (8 or 16) per step. Operands are decoded once per tile element when the tile is staged in shared memory
-// (gemm_cuda_modes.cuh), so the inner loop spends 2-8 instructions per product instead of the ~20 of the scalar
-// definitions. Two shared buffers let a thread decode tile t + 1 and issue the loads of t + 2 while the block computes
-// tile t, with one barrier per tile; operands read four floats at a time where their layout allows (measured in
-// docs/performance.md, "What each change bought").
+// 16, 6 x 16 on 192 x 64; am16 on 128 x 128 tiles: 8 x 4; thread_cols), a warp's threads 4 x 8 of them (lut: 1 x 32 or
+// 32 x 1); K advances by tile_k (8 or 16) per step. Operands are decoded once per tile element when the tile is staged
+// in shared memory (gemm_cuda_modes.cuh), so the inner loop spends 2-8 instructions per product instead of the ~20 of
+// the scalar definitions. Two shared buffers let a thread decode tile t + 1 and issue the loads of t + 2 while the
+// block computes tile t, with one barrier per tile; operands read four floats at a time where their layout allows
+// (measured in docs/performance.md, "What each change bought").
 //
 // Fast and generic paths: the fast formulas are exact only when no operand is inf/NaN and no product can over- or
 // underflow. Every staged operand is checked (biased exponent 0 or in [64, 190], so any exponent sum is in
