@@ -128,6 +128,9 @@ def _conv2d_backward(ctx, grad):
 
 # (device index) -> the side stream of the filter gradient (_conv2d_backward)
 _SIDE_STREAMS: dict[int, torch.cuda.Stream] = {}
+# The CUDA core's narrow tiles take GEMMs of at most this many output columns (narrow() in gemm_cuda_kernel.cuh): a
+# filter gradient's columns are the layer's output channels.
+_NARROW_CHANNELS = 64
 
 
 def _side_stream(grad: torch.Tensor, multiplier: str):
@@ -141,7 +144,7 @@ def _side_stream(grad: torch.Tensor, multiplier: str):
     memory, one block per SM). lut's first stage (64 output channels: the filter gradient on 192 x 64 tiles, two
     blocks an SM, the input gradient on 256 x 64) gains: 3.16-3.19 -> 3.10-3.12 ms in three pairs of runs (H100,
     2026-11-27), so lut's gradients run side by side there alone."""
-    if multiplier == "table" and grad.shape[1] > 64:
+    if multiplier == "table" and grad.shape[1] > _NARROW_CHANNELS:
         return None
     if type(grad) is not torch.Tensor or not grad.is_cuda:
         return None

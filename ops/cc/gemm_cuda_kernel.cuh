@@ -646,8 +646,6 @@ Split split_for(int64_t m, int64_t n, int64_t k) {
 bool narrow(int64_t n) { return n <= 64; }
 constexpr int64_t kTallRows = 16384;
 
-// The k slices of a GEMM, from its shapes alone by the nominal tile (128 x 64 for narrow outputs, else 128 x 128; lut's
-// 192 x 64 where lut_192_rows), whichever kernel runs it: the bits never depend on the operands' alignment.
 // lut's GEMMs of m a multiple of 192 but not of 128 (m = 576: the first two stages' filter gradients of 3 x 3 x 64
 // taps, 64 and 128 output channels) on 192 x 64 tiles: 3 row tiles where 128 rows take 4.5, two 128-thread blocks an
 // SM (H100, 2026-11-27, ops alone: 1.274 -> 1.040 ms with 64 output channels, 0.557 -> 0.538 with 128 on 128 x 128).
@@ -659,6 +657,8 @@ bool lut_192_rows(Mode mode, int64_t m, int64_t n) {
   return mode == Mode::kTable && m < kTallRows && m % 192 == 0 && m % 128 != 0 && (narrow(n) || m < kLut192WideRows);
 }
 
+// The k slices of a GEMM, from its shapes alone by the nominal tile (128 x 64 for narrow outputs, else 128 x 128; lut's
+// 192 x 64 where lut_192_rows), whichever kernel runs it: the bits never depend on the operands' alignment.
 Split nominal_split(Mode mode, int64_t m, int64_t n, int64_t k) {
   if (lut_192_rows(mode, m, n)) return split_for<192, 64, 2>(m, n, k);
   return narrow(n) ? split_for<128, 64>(m, n, k) : split_for<128, 128>(m, n, k);
@@ -666,9 +666,9 @@ Split nominal_split(Mode mode, int64_t m, int64_t n, int64_t k) {
 
 constexpr size_t aligned256(size_t bytes) { return (bytes + 255) / 256 * 256; }  // workspace parts' starts
 
-size_t workspace_for(int64_t m, int64_t n, int64_t k) {  // for any mode: lut's slices may differ from the others'
-  const Split others = nominal_split(Mode::kAcc32, m, n, k), lut = nominal_split(Mode::kTable, m, n, k);
-  const int splits = std::max(others.splits, lut.splits);
+size_t workspace_for(int64_t m, int64_t n, int64_t k) {  // for any mode: lut's slices differ where lut_192_rows
+  int splits = nominal_split(Mode::kAcc32, m, n, k).splits;
+  if (lut_192_rows(Mode::kTable, m, n)) splits = std::max(splits, nominal_split(Mode::kTable, m, n, k).splits);
   return splits > 1 ? static_cast<size_t>(splits) * m * n * sizeof(float) : 0;
 }
 
