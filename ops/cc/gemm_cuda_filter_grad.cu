@@ -1,6 +1,7 @@
 // CUDA conv2d filter gradient: dw = im2col(x)^T (*) dy, x the left operand of every product. K (all output
 // pixels) is long and the output small, so K is cut into slices fixed by the shapes and the slices added in order.
-#include "gemm_cuda_kernel.cuh"
+// K lies pixel-major where skipping the padding pays (gemm_cuda_padding.cuh), image by image otherwise.
+#include "gemm_cuda_padding.cuh"
 
 namespace amdnn {
 namespace gpu {
@@ -10,6 +11,16 @@ LaunchStatus conv2d_backprop_filter(const GpuMultiplier& mult, const ConvGeometr
   if (!conv_fits(g)) return {false, kTooLarge};
   const int pixels = static_cast<int>(g.out_pixels()), taps = static_cast<int>(g.patch_size());
   const Im2ColTransposed a{x, geometry32(g), pixels, taps};
+  const Im2ColTransposedSkippingPadding skipping{{a}};
+  const PixelMajorPlan plan = pixel_major_plan(skipping, g.patch_size(), g.out_c, g.out_pixels());
+  if (plan.pays) {
+    const DyByPixel b{dy, a.g.batch, a.g.out_h * a.g.out_w, a.g.out_c};
+    if (a.vector_ok() && b.vector_ok())
+      return launch(mult, skipping, b, g.patch_size(), g.out_c, g.out_pixels(), dw, workspace, stream, DenseRows{-1},
+                    &plan.split);
+    return launch(mult, Im2ColTransposedByPixel{a}, b, g.patch_size(), g.out_c, g.out_pixels(), dw, workspace, stream,
+                  DenseRows{-1}, &plan.split);
+  }
   const DenseAlongOuter b{dy, static_cast<int>(g.out_c), pixels, static_cast<int>(g.out_c)};
   return launch(mult, a, b, g.patch_size(), g.out_c, g.out_pixels(), dw, workspace, stream);
 }

@@ -16,7 +16,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "gemm_cuda_kernel.cuh"
+#include "gemm_cuda_padding.cuh"
 #include "gemm_cuda_streams.h"
 
 namespace amdnn {
@@ -50,6 +50,11 @@ bool by_phases(const ConvGeometry& g) {
   return (g.stride_h > 1 || g.stride_w > 1) && g.dilation_h == 1 && g.dilation_w == 1;
 }
 
+// Stride 1 without dilation is one phase of all the taps (conv2d_backprop_input_hwoi).
+bool one_phase(const ConvGeometry& g) {
+  return g.stride_h == 1 && g.stride_w == 1 && g.dilation_h == 1 && g.dilation_w == 1;
+}
+
 // The k of one phase, (jh, jw, co), walked with wrap-arounds.
 struct PhaseCursor {
   int k, co, jw, jh;
@@ -73,6 +78,15 @@ __device__ __forceinline__ void phase_advance(const Geometry& g, const Phase& ph
   }
 }
 
+// Where a phase's pixel (hq, wq) reads dy at its tap (jh, jw) = (0, 0): ho0 = (hi + pad_top - kh0) / stride_h with
+// hi = row0 + hq * stride_h, an exact division by the choice of phase; the same along w.
+__host__ __device__ inline int phase_ho0(const Geometry& g, const Phase& ph, int hq) {
+  return (ph.row0 + hq * g.stride_h + g.pad_top - ph.kh0) / g.stride_h;
+}
+__host__ __device__ inline int phase_wo0(const Geometry& g, const Phase& ph, int wq) {
+  return (ph.col0 + wq * g.stride_w + g.pad_left - ph.kw0) / g.stride_w;
+}
+
 // A of one phase: rows (n, hq, wq), k = (jh, jw, co): dy[n, ho0 - jh, wo0 - jw, co], +0 outside dy.
 struct PhaseGather {
   static constexpr bool kAlongK = true;
@@ -82,15 +96,15 @@ struct PhaseGather {
   int rows, k_size;
   struct Outer { int base, ho0, wo0; };
   using Cursor = PhaseCursor;
+  __device__ Outer outer_at(int n, int hq, int wq) const {
+    return {n * g.out_h * g.out_w * g.out_c, phase_ho0(g, ph, hq), phase_wo0(g, ph, wq)};
+  }
   __device__ Outer outer(int r) const {
     if (r >= rows) return {0, kOutside, kOutside};
     const int hw = ph.rows_h * ph.rows_w;
     const int n = r / hw, rest = r - n * hw;
-    const int hq = rest / ph.rows_w, wq = rest - hq * ph.rows_w;
-    const int hi = ph.row0 + hq * g.stride_h, wi = ph.col0 + wq * g.stride_w;
-    // hi + pad_top - kh0 is a multiple of the stride by the choice of phase: exact divisions
-    return {n * g.out_h * g.out_w * g.out_c, (hi + g.pad_top - ph.kh0) / g.stride_h,
-            (wi + g.pad_left - ph.kw0) / g.stride_w};
+    const int hq = rest / ph.rows_w;
+    return outer_at(n, hq, rest - hq * ph.rows_w);
   }
   __device__ Cursor cursor(int k) const { return phase_cursor(g, ph, k); }
   __device__ void advance(Cursor& c, int step) const { phase_advance(g, ph, c, step); }
@@ -105,6 +119,29 @@ struct PhaseGather {
     return in ? load4_at(dy + o.base + (ho * g.out_w + wo) * g.out_c + c.co) : make_uint4(0u, 0u, 0u, 0u);
   }
   bool vector_ok() const { return aligned16(dy) && g.out_c % 4 == 0; }
+};
+
+// The same with its rows pixel-major (gemm_cuda_loaders.cuh, PixelMajorRows), and which taps read only padding.
+struct PhaseGatherPixelMajor : PhaseGather {
+  __device__ Outer outer(int r) const {
+    if (r >= rows) return {0, kOutside, kOutside};
+    const int p = r / g.batch, hq = p / ph.rows_w;
+    return outer_at(r - p * g.batch, hq, p - hq * ph.rows_w);
+  }
+  // Bit t: the phase's tap t = (jh, jw) (< 32) reads outside dy for every row of [row0, row0 + count).
+  __host__ __device__ uint32_t padding_groups(int row0, int count) const {
+    const PixelBox b = pixel_major_box(row0, count, rows, g.batch, ph.rows_w);
+    const int ho_lo = phase_ho0(g, ph, b.h_first), ho_hi = phase_ho0(g, ph, b.h_last);
+    const int wo_lo = phase_wo0(g, ph, b.w_first), wo_hi = phase_wo0(g, ph, b.w_last);
+    const int phase_taps = ph.taps_h * ph.taps_w;
+    uint32_t bits = 0;
+    for (int t = 0; t < (phase_taps < 32 ? phase_taps : 32); ++t) {
+      const int jh = t / ph.taps_w, jw = t % ph.taps_w;
+      if (ho_hi - jh < 0 || ho_lo - jh >= g.out_h || wo_hi - jw < 0 || wo_lo - jw >= g.out_w) bits |= 1u << t;
+    }
+    return bits;
+  }
+  __host__ __device__ int group_k() const { return g.out_c; }  // k per tap
 };
 
 // B of one phase: (n = ci, k = (jh, jw, co)) = w[kh0 + jh * stride_h, kw0 + jw * stride_w, co, ci] of an HWOI filter.
@@ -178,8 +215,17 @@ std::vector<PhaseLaunch> phase_launches(const ConvGeometry& g, size_t* workspace
   return launches;
 }
 
+// The stride-1 input gradient's left operand (rows pixel-major where gemm_cuda_padding.cuh finds it pays).
+PhaseGather one_phase_gather(const ConvGeometry& g, const float* dy) {
+  const int64_t rows = g.batch * g.in_h * g.in_w, k = g.filter_h * g.filter_w * g.out_c;
+  return PhaseGather{dy, geometry32(g), phase_of(g, 0, 0), static_cast<int>(rows), static_cast<int>(k)};
+}
+
 size_t gemm_workspace_bytes(const ConvGeometry& g) {
-  if (!by_phases(g)) return workspace_for(g.batch * g.in_h * g.in_w, g.in_c, g.filter_h * g.filter_w * g.out_c);
+  const int64_t rows = g.batch * g.in_h * g.in_w, k = g.filter_h * g.filter_w * g.out_c;
+  if (one_phase(g) && conv_fits(g)) return padded_workspace_for(PhaseGatherPixelMajor{one_phase_gather(g, nullptr)},
+                                                                rows, g.in_c, k);
+  if (!by_phases(g)) return workspace_for(rows, g.in_c, k);
   size_t bytes = 0;
   phase_launches(g, &bytes);
   return bytes;
@@ -219,9 +265,10 @@ LaunchStatus conv2d_backprop_input_hwoi(const GpuMultiplier& mult, const ConvGeo
     // group where DyGather, which also serves dilation, takes four and a branch on the stride. The same k order, so
     // the same bits; the four stride-1 input gradients of the benchmark's shapes 5.97 -> 5.79 ms (lut) and 5.47 ->
     // 5.36 (am16), now at their forwards' rate (H100, 2026-11-26, bench/gpu_conv_ops.cu, every hash equal).
-    if (g.stride_h == 1 && g.stride_w == 1 && g.dilation_h == 1 && g.dilation_w == 1) {
-      const PhaseGather a{dy, g32, phase_of(g, 0, 0), static_cast<int>(rows), static_cast<int>(k)};
-      return launch(mult, a, b, rows, g.in_c, k, dx, workspace, stream);
+    if (one_phase(g)) {
+      const PixelMajorRows pixel_major_rows{g32.batch, g32.in_h * g32.in_w, g32.in_c};
+      return launch_skipping_padding<PhaseGatherPixelMajor>(mult, one_phase_gather(g, dy), b, rows, g.in_c, k, dx,
+                                                            workspace, stream, pixel_major_rows);
     }
     const DyGather a{dy, g32, static_cast<int>(rows), static_cast<int>(k)};
     return launch(mult, a, b, rows, g.in_c, k, dx, workspace, stream);

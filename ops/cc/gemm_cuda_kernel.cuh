@@ -417,6 +417,53 @@ __device__ __forceinline__ void fast_tile(const uint32_t* da, const uint32_t* db
   }
 }
 
+// Tiles of padding: k runs in groups of group_k() (a tap's channels in the forward and the input gradient, whose rows
+// lie pixel-major; a pixel's images in the filter gradient, whose k does: gemm_cuda_loaders.cuh), and a left operand
+// that skips padding says from the geometry alone which groups (bit g: group g < 32) read only padding for every row of
+// the block. A k tile within such a group is +0 in every row, so on the fast path (every operand finite: no 0 x inf)
+// each of its products is a zero, and adding it leaves the running sum as it is (a sum starts at +0 and is never -0,
+// so a zero of either sign leaves it): the block skips the tile's products, the same bits. Tiles with an inf or NaN
+// take the generic path and keep 0 x inf = NaN. Other loaders never skip, and their kernels hold none of this. Two
+// registers through the k loop (a tap cursor and the pixels' span took nine and made am16's 128 x 128 kernel spill at
+// its 128; H100, 2026-11-27): the groups' bits, shifted as k passes each group, and the k within the group.
+template <class L, class = void>
+constexpr bool kSkipsPadding = false;
+template <class L>
+constexpr bool kSkipsPadding<L, std::void_t<decltype(&L::padding_groups)>> = true;
+
+template <class L, bool = kSkipsPadding<L>>
+struct PaddingTiles {
+  __device__ PaddingTiles(const L&, int, int, int) {}
+  __device__ bool next(const L&, int) { return false; }
+};
+template <class L>
+struct PaddingTiles<L, true> {
+  uint32_t groups;  // bit 0: the group of the next tile
+  int within;       // the next tile's first k within its group
+  __device__ PaddingTiles(const L& l, int row0, int rows, int k_begin) {
+    const int group = k_begin / l.group_k();
+    groups = group < 32 ? l.padding_groups(row0, rows) >> group : 0u;
+    within = k_begin - group * l.group_k();
+  }
+  // Whether the next k tile lies in one group that is padding in every row of the block; moves on to the tile after.
+  __device__ bool next(const L& l, int k_tile) {
+    const bool padding = (groups & 1u) && within + k_tile <= l.group_k();
+    within += k_tile;
+    while (within >= l.group_k()) {
+      within -= l.group_k();
+      groups >>= 1;
+    }
+    return padding;
+  }
+};
+
+// Loaders whose k lies pixel-major (the filter gradient's, gemm_cuda_loaders.cuh): their k order is the sums' order, so
+// where the skipping kernel cannot run (operands not 16-byte aligned) the single-load kernel reads them the same way.
+template <class L, class = void>
+constexpr bool kPixelMajorK = false;
+template <class L>
+constexpr bool kPixelMajorK<L, std::void_t<decltype(L::kPixelMajorK)>> = L::kPixelMajorK;
+
 // The block's OR of the threads' flags of the next tile, at the barrier that closes this one: the barrier's own OR
 // for the range check; a mode with a NonzeroRight loop asks for the zero flag with a second barrier only when the
 // first found a flag (the same answer in every thread, so all take it), one barrier per tile in the common case.
@@ -510,6 +557,7 @@ __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOC
     if (tiles > 1) fetch();
   }
   uint32_t tile_flags = block_flags<kNonzeroRight>(flags);  // also publishes the table
+  PaddingTiles<LoadA> padding_tiles(p.a, row0, BM, k_begin);
   for (int t = 0; t < tiles; ++t) {
     const int s = t & 1;
     flags = 0;
@@ -517,9 +565,12 @@ __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOC
       flags = stage(s ^ 1);
       if (t + 2 < tiles) fetch();  // global loads in flight while this tile computes
     }
+    const bool padding = padding_tiles.next(p.a, kBK);
     if (!(tile_flags & kOutsideFlag)) {
       ++fast_steps;
-      if (kNonzeroRight && !(tile_flags & kZeroRightFlag)) {
+      if (padding) {
+        // every product a zero: nothing to add
+      } else if (kNonzeroRight && !(tile_flags & kZeroRightFlag)) {
         fast_tile<typename NonzeroRightLoop<F>::type, BM, BN, kBK, kTM, kTN, kLdA, kLdB>(dec_a(s), dec_b(s), ty, tx,
                                                                                           table, acc);
       } else {
@@ -727,9 +778,10 @@ LaunchStatus launch_tiles(Mode mode, const GemmParams<LoadA, LoadB, Rows>& p, in
 }
 
 // C [m, n] = A (*) B with rows of C placed by `rows` (dense [m, n] by default). k == 0 writes zeros (dense C only).
+// The k slices are nominal_split's unless given (pixel-major rows: gemm_cuda_padding.cuh).
 template <class LoadA, class LoadB, class Rows = DenseRows>
 LaunchStatus launch(const GpuMultiplier& mult, LoadA a, LoadB b, int64_t m, int64_t n, int64_t k, float* c,
-                    void* workspace, cudaStream_t stream, Rows rows = Rows{-1}) {
+                    void* workspace, cudaStream_t stream, Rows rows = Rows{-1}, const Split* split = nullptr) {
   if (m == 0 || n == 0) return {};
   if (k == 0) {
     const cudaError_t status = cudaMemsetAsync(c, 0, static_cast<size_t>(m * n) * sizeof(float), stream);
@@ -748,18 +800,25 @@ LaunchStatus launch(const GpuMultiplier& mult, LoadA a, LoadB b, int64_t m, int6
   p.rows = rows;
   // Operands that can be read four floats at a time (every ResNet layer but the first) take the kernels with 16-byte
   // loads; the rest, the 128 x 64 kernel with single loads (one fallback instantiation per mode, not two).
-  const Split s = nominal_split(mult.mode, m, n, k);
-  if (a.vector_ok() && b.vector_ok() && k % 4 == 0) {
-    if (lut_192_rows(mult.mode, m, n))
-      return launch_mode<Mode::kTable, 192, 64, 4>(p, m, n, k, s, c, workspace, stream);
-    if (narrow(n) && mult.mode == Mode::kTable && m >= kTallRows)
-      return launch_mode<Mode::kTable, 256, 64, 4>(p, m, n, k, s, c, workspace, stream);
-    if (narrow(n) && mult.mode == Mode::kAm16 && m >= kTallRows)
-      return launch_mode<Mode::kAm16, 256, 64, 4>(p, m, n, k, s, c, workspace, stream);
-    if (narrow(n)) return launch_tiles<128, 64, 4>(mult.mode, p, m, n, k, s, c, workspace, stream);
+  const Split s = split != nullptr ? *split : nominal_split(mult.mode, m, n, k);
+  if constexpr (kSkipsPadding<LoadA>) {
+    // one kernel a mode: pixel_major_plan takes n > 64 and m a multiple of 128, the caller 16-byte loads
     return launch_tiles<128, 128, 4>(mult.mode, p, m, n, k, s, c, workspace, stream);
+  } else if constexpr (kPixelMajorK<LoadA>) {
+    return launch_tiles<128, 64, 1>(mult.mode, p, m, n, k, s, c, workspace, stream);  // misaligned: the fallback
+  } else {
+    if (a.vector_ok() && b.vector_ok() && k % 4 == 0) {
+      if (lut_192_rows(mult.mode, m, n))
+        return launch_mode<Mode::kTable, 192, 64, 4>(p, m, n, k, s, c, workspace, stream);
+      if (narrow(n) && mult.mode == Mode::kTable && m >= kTallRows)
+        return launch_mode<Mode::kTable, 256, 64, 4>(p, m, n, k, s, c, workspace, stream);
+      if (narrow(n) && mult.mode == Mode::kAm16 && m >= kTallRows)
+        return launch_mode<Mode::kAm16, 256, 64, 4>(p, m, n, k, s, c, workspace, stream);
+      if (narrow(n)) return launch_tiles<128, 64, 4>(mult.mode, p, m, n, k, s, c, workspace, stream);
+      return launch_tiles<128, 128, 4>(mult.mode, p, m, n, k, s, c, workspace, stream);
+    }
+    return launch_tiles<128, 64, 1>(mult.mode, p, m, n, k, s, c, workspace, stream);
   }
-  return launch_tiles<128, 64, 1>(mult.mode, p, m, n, k, s, c, workspace, stream);
 }
 
 Geometry geometry32(const ConvGeometry& g) {

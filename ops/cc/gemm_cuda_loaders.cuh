@@ -149,6 +149,59 @@ struct Im2Col {  // forward A: rows are output pixels, k the taps (kh, kw, ci)
   bool vector_ok() const { return aligned16(x) && g.in_c % 4 == 0; }
 };
 
+// ------------------------------------------------------------------------------------------------ pixel-major rows
+//
+// Rows that are pixels of a batch (the forward's output pixels, the stride-1 input gradient's input pixels) lie
+// image by image (r = n * pixels + p) above, or pixel-major (r = p * batch + n) where gemm_cuda_padding.cuh finds that
+// it pays: a block's rows then hold few pixels (one, at batch 128 on 128-row tiles), so that a tap reads only padding
+// for all of them, and such a loader says so (padding_groups) for the kernel to skip those tiles' products
+// (PaddingTiles in gemm_cuda_kernel.cuh). The sums do not depend on the rows' order.
+
+// Where row r of C goes in an NHWC tensor of `pixels` pixels an image when the rows lie pixel-major.
+struct PixelMajorRows {
+  int batch, pixels, channels;
+  __device__ long long offset(int r) const {
+    const int p = r / batch;
+    return (static_cast<long long>(r - p * batch) * pixels + p) * channels;
+  }
+};
+
+// The pixels of rows [row0, row0 + count) (of `rows`, pixel-major) on a grid `width` wide, as their first and last
+// grid rows and columns: one grid row's span of columns, or every column where they span grid rows.
+struct PixelBox {
+  int h_first, h_last, w_first, w_last;
+};
+
+__host__ __device__ inline PixelBox pixel_major_box(int row0, int count, int rows, int batch, int width) {
+  const int last = (row0 + count < rows ? row0 + count : rows) - 1;
+  const int p0 = row0 / batch, p1 = last / batch;
+  const int h0 = p0 / width, h1 = p1 / width;
+  if (h0 != h1) return {h0, h1, 0, width - 1};
+  return {h0, h1, p0 - h0 * width, p1 - h1 * width};
+}
+
+struct Im2ColPixelMajor : Im2Col {
+  __device__ Outer outer(int r) const {
+    const int p = r / g.batch, ho = p / g.out_w;
+    return pixel_at(g, r - p * g.batch, ho, p - ho * g.out_w, r < rows);
+  }
+  // Bit t: tap t (< 32) reads padding for every row of [row0, row0 + count): h0 + dh outside x's rows for every h0 of
+  // the rows' pixels, or the same along w.
+  __host__ __device__ uint32_t padding_groups(int row0, int count) const {
+    const PixelBox b = pixel_major_box(row0, count, rows, g.batch, g.out_w);
+    const int h_lo = b.h_first * g.stride_h - g.pad_top, h_hi = b.h_last * g.stride_h - g.pad_top;
+    const int w_lo = b.w_first * g.stride_w - g.pad_left, w_hi = b.w_last * g.stride_w - g.pad_left;
+    const int filter_taps = g.filter_h * g.filter_w;
+    uint32_t bits = 0;
+    for (int t = 0; t < (filter_taps < 32 ? filter_taps : 32); ++t) {
+      const int dh = t / g.filter_w * g.dilation_h, dw = t % g.filter_w * g.dilation_w;
+      if (h_hi + dh < 0 || h_lo + dh >= g.in_h || w_hi + dw < 0 || w_lo + dw >= g.in_w) bits |= 1u << t;
+    }
+    return bits;
+  }
+  __host__ __device__ int group_k() const { return g.in_c; }  // k per tap
+};
+
 // The filter gradient's A: rows are taps, k the output pixels (n, ho, wo), walked with wrap-arounds.
 struct PixelCursor {
   int k, n, ho, wo;
@@ -237,6 +290,82 @@ struct DyGather {
     return at >= 0 ? load4_at(dy + at) : make_uint4(0u, 0u, 0u, 0u);
   }
   bool vector_ok() const { return aligned16(dy) && g.out_c % 4 == 0; }
+};
+
+// ------------------------------------------------------------------------------------------------ pixel-major k
+//
+// The filter gradient's k (the output pixels of every image) pixel-major, k = p * batch + n, where
+// gemm_cuda_padding.cuh finds that it pays: a k tile then lies in one pixel (batch a multiple of 16), and where the block's taps read only
+// padding at that pixel its left operands are all +0 (PaddingTiles). k's order is the sums' order: a conv's filter
+// gradient takes it or not by its shapes alone, and its single-load kernels read it the same way (kPixelMajorK).
+
+struct Im2ColTransposedByPixel : Im2ColTransposed {
+  static constexpr bool kPixelMajorK = true;
+  __device__ Cursor cursor(int k) const {
+    const int p = k / g.batch, ho = p / g.out_w;
+    return {k, k - p * g.batch, ho, p - ho * g.out_w};
+  }
+  __device__ void advance(Cursor& c, int step) const {
+    c.k += step;
+    c.n += step;
+    while (c.n >= g.batch) {  // once per k tile at batch >= 16
+      c.n -= g.batch;
+      if (++c.wo == g.out_w) {
+        c.wo = 0;
+        ++c.ho;
+      }
+    }
+  }
+};
+
+struct Im2ColTransposedSkippingPadding : Im2ColTransposedByPixel {
+  // Bit p: output pixel p (< 32) reads padding in every tap of the rows [row0, row0 + count) (rows: taps x in_c).
+  __host__ __device__ uint32_t padding_groups(int row0, int count) const {
+    const int last = (row0 + count < taps ? row0 + count : taps) - 1;
+    const int t0 = row0 / g.in_c, t1 = last / g.in_c, pixels = g.out_h * g.out_w;
+    uint32_t bits = 0;
+    for (int p = 0; p < (pixels < 32 ? pixels : 32); ++p) {
+      const int h0 = p / g.out_w * g.stride_h - g.pad_top, w0 = p % g.out_w * g.stride_w - g.pad_left;
+      bool padding = true;
+      for (int t = t0; t <= t1 && padding; ++t) {
+        const int h = h0 + t / g.filter_w * g.dilation_h, w = w0 + t % g.filter_w * g.dilation_w;
+        padding = h < 0 || h >= g.in_h || w < 0 || w >= g.in_w;
+      }
+      if (padding) bits |= 1u << p;
+    }
+    return bits;
+  }
+  __host__ __device__ int group_k() const { return g.batch; }  // k per pixel
+};
+
+// The filter gradient's right operand with k pixel-major: element (co, k = p * batch + n) = dy[n, p, co].
+struct DyByPixel {
+  static constexpr bool kAlongK = false;
+  const float* dy;
+  int batch, pixels, channels;
+  struct Outer { int co; bool valid; };
+  struct Cursor { int k, n, p; };
+  __device__ Outer outer(int co) const { return {co, co < channels}; }
+  __device__ Cursor cursor(int k) const {
+    const int p = k / batch;
+    return {k, k - p * batch, p};
+  }
+  __device__ void advance(Cursor& c, int step) const {
+    c.k += step;
+    c.n += step;
+    while (c.n >= batch) {
+      c.n -= batch;
+      ++c.p;
+    }
+  }
+  __device__ int offset(const Outer& o, const Cursor& c) const { return (c.n * pixels + c.p) * channels + o.co; }
+  __device__ uint32_t load(const Outer& o, const Cursor& c) const {
+    return (o.valid && c.k < batch * pixels) ? __float_as_uint(__ldg(dy + offset(o, c))) : 0u;
+  }
+  __device__ uint4 load4(const Outer& o, const Cursor& c) const {  // co .. co + 3
+    return (o.valid && c.k < batch * pixels) ? load4_at(dy + offset(o, c)) : make_uint4(0u, 0u, 0u, 0u);
+  }
+  bool vector_ok() const { return aligned16(dy) && channels % 4 == 0; }
 };
 
 }  // namespace

@@ -335,8 +335,8 @@ def test_padding_products_are_in_the_sums(modes, case):
     gradient's outputs are every product of the explicit im2col (or gather of dy) added in k order, bit for bit, on
     tiles that read nothing but padding too. An inf weight puts its tiles on the generic path, where the padding's
     0 x inf is a NaN the sum must keep (rule 1 of the definitions); its payload is left open (the next tile's fast FADD
-    gives the GPU's 0x7FFFFFFF: NaN payloads in sums are not defined). Whoever skips the padding's products (a lead
-    in docs/performance.md) must keep these bits."""
+    gives the GPU's 0x7FFFFFFF: NaN payloads in sums are not defined). Whoever skips the padding's products must keep
+    these bits (the kernels that do: test_padding_tiles_skipped_keep_their_bits)."""
     n, c, h, w_, o, stride, with_inf = PADDING_CASES[case]
     rng = np.random.default_rng(len(case))
     x = rng.standard_normal((n, h, w_, c)).astype(np.float32)
@@ -363,6 +363,38 @@ def test_padding_products_are_in_the_sums(modes, case):
         same = _same_bits(out, expected, nan_payloads=False)
         assert same.all(), (f"{mode} {case}: {int((~same).sum())} of {same.size} sums differ from the products added "
                             f"in k order, first at {tuple(np.argwhere(~same)[0])}")
+
+
+@pytest.mark.parametrize("with_inf", [False, True], ids=["finite", "with infs"])
+def test_padding_tiles_skipped_keep_their_bits(modes, with_inf):
+    """The benchmark's 4 x 4 conv of 512 -> 512 channels at batch 128 (31 % of its products read padding) skips the k
+    tiles that read only padding (ops/cc/gemm_cuda_padding.cuh): the forward and the input gradient with their rows
+    pixel-major, one pixel a 128-row tile; the filter gradient with its k pixel-major, one pixel a k tile. The same
+    values misaligned take the single-load kernels, which skip nothing, with the same k slices and k order: every
+    output must agree bit for bit. An inf weight in the corner tap (which reads padding at 7 of the 16 pixels) and an
+    inf in dy at a corner pixel put their tiles on the generic path, where 0 x inf makes NaNs that the skipping kernels
+    must keep too (their payloads left open, as in test_padding_products_are_in_the_sums)."""
+    torch.manual_seed(16)
+    x = torch.randn(128, 512, 4, 4, device=DEVICE).to(memory_format=torch.channels_last)
+    w = torch.randn(512, 512, 3, 3, device=DEVICE) / 48
+    dy = torch.randn(128, 512, 4, 4, device=DEVICE).to(memory_format=torch.channels_last)
+    if with_inf:
+        w[0, 0, 0, 0] = torch.inf  # OIHW: output 0, input 0, tap (0, 0)
+        dy[0, 0, 0, 0] = torch.inf  # image 0, channel 0, pixel (0, 0)
+    pads = [1, 1, 1, 1]
+    for mode in modes:
+        attr, table = torch_ops.kernel_arguments_for(mode, DEVICE)
+        results = []
+        for xi, dyi in ((x, dy), (_misaligned(x), _misaligned(dy))):
+            y = torch_ops.conv2d(xi, w, padding=1, multiplier=mode)
+            dx = torch.ops.amdnn.conv2d_backward_input([128, 512, 4, 4], w, dyi, table, attr, [1, 1], pads, [1, 1])
+            dw = torch.ops.amdnn.conv2d_backward_filter(xi, [512, 512, 3, 3], dyi, table, attr, [1, 1], pads, [1, 1])
+            results.append([t.cpu().numpy() for t in (y, dx, dw)])
+        for name, skipping, whole in zip(("forward", "input gradient", "filter gradient"), *results):
+            assert np.isnan(whole).any() == with_inf, f"{mode} {name}: the inf must meet the padding"
+            same = _same_bits(skipping, whole, nan_payloads=not with_inf)
+            assert same.all(), (f"{mode} {name}: {int((~same).sum())} of {same.size} outputs differ between the "
+                                f"kernels with 16-byte and single loads, first at {tuple(np.argwhere(~same)[0])}")
 
 
 RESNET_SHAPES = [(32, 64, 64, 1), (32, 64, 128, 2), (16, 128, 128, 1), (16, 128, 256, 2), (8, 256, 256, 1),
