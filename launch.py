@@ -15,18 +15,16 @@ ensure_environment()  # before any third-party import: a fresh machine gets its 
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
+from orchestrator.sweep.launching import check_command_line, launch_cell  # noqa: E402
+
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> dict:
-    from orchestrator.launching import launch_cell
-
     return launch_cell(cfg)
 
 
 if __name__ == "__main__":
     import sys
-
-    from orchestrator.launching import check_command_line
 
     check_command_line(sys.argv[1:])  # an override of an unknown key is refused with the closest key, before composing
     main()

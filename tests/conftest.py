@@ -30,7 +30,7 @@ def mnist_data_dir() -> Path:
     """The data directory whose mnist/ holds the four published MNIST files, MD5-verified."""
     from models.datasets import DatasetError, download
     from models.datasets.registry import get_spec
-    from orchestrator import paths
+    from orchestrator.common import paths
 
     data_dir = paths.data_dir(None)
     spec = get_spec("mnist")

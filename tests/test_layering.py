@@ -29,6 +29,20 @@ LAYERS: dict[str, list[list[str]]] = {
     # models: (its parts, bottom up)
 
     # orchestrator: (its parts, bottom up)
+    "orchestrator": [["environment", "common"], ["tracking", "schedulers"], ["config"], ["report"], ["cell"],
+                     ["sweep", "cluster"]],
+    "orchestrator.common": [["paths", "filesystems", "cellfiles"]],
+    "orchestrator.tracking": [["mode", "queue", "writer", "system_metrics"], ["tracker", "importer", "reads"]],
+    "orchestrator.schedulers": [["resources", "scripts"], ["slurm", "pbs", "limits"], ["params", "queue", "submit"]],
+    "orchestrator.schedulers.pbs": [["pbspro_json", "script", "params"], ["qstat"], ["query"], ["executor"],
+                                    ["environment"], ["__main__"]],
+    "orchestrator.config": [["keys"], ["validate"], ["identity"]],
+    "orchestrator.report": [["figures", "table"], ["histories", "summary_run"], ["files"], ["__main__"]],
+    "orchestrator.cell": [["progress", "devices", "energy", "checkpoints", "collapse", "run_facts", "artifacts"],
+                          ["trainer"], ["worker"], ["run"]],
+    "orchestrator.sweep": [["progress"], ["launching", "callbacks"]],
+    "orchestrator.cluster": [["grid"], ["status", "preempt"], ["archive", "grid_report"],
+                             ["launcher", "resume", "job"]],
 
 }
 

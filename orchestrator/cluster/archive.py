@@ -20,7 +20,9 @@ from pathlib import Path
 
 from ops.atomic import replacing
 
-from .. import cellfiles, paths
+from orchestrator.cluster.grid import Grid
+from orchestrator.cluster.status import done_info
+from orchestrator.common import cellfiles, paths
 
 # Never copied: the locks belong to the process running the cell; temporaries are half-written by definition.
 _SKIP = (cellfiles.LOCK, cellfiles.QUEUE_LOCK)
@@ -134,9 +136,6 @@ class Periodic:
 
 
 def main(argv: tp.Optional[tp.List[str]] = None) -> int:
-    from .grid import Grid  # pylint: disable=import-outside-toplevel
-    from .status import done_info  # pylint: disable=import-outside-toplevel
-
     parser = argparse.ArgumentParser(description="archive every finished cell of the grid")
     parser.add_argument("--state-dir", help="the grid record (default: $AMDNN_STATE_DIR, else <repo>/.amdnn)")
     args = parser.parse_args(argv)

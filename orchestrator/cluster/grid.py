@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ops.atomic import replacing, write_bytes
 
-from .. import paths
+from orchestrator.common import paths
 
 
 def default_state_dir() -> Path:

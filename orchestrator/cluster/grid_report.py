@@ -1,7 +1,7 @@
 """The report of a grid once its last cell has finished: written by the resume cron (orchestrator.cluster.resume).
 
 When every launched cell of the grid record is finished, the report of each experiment the grid logs to is written
-into STATE_DIR/report/<experiment>/ and logged to that experiment's summary run in MLflow (report_files). Once per
+into STATE_DIR/report/<experiment>/ and logged to that experiment's summary run in MLflow (report.files). Once per
 set of finished cells: STATE_DIR/report/published.json holds the identities last reported, so a cron that runs every
 ten minutes reports a grid once, and again only after a new launch adds cells that have finished in their turn.
 """
@@ -11,8 +11,9 @@ import sys
 import typing as tp
 from collections import defaultdict
 
-from ..cellfiles import read_json, write_json
-from .grid import Grid
+from orchestrator.cluster.grid import Grid
+from orchestrator.common.cellfiles import read_json, write_json
+from orchestrator.report.files import publish_experiment
 
 PUBLISHED = "published.json"
 
@@ -21,8 +22,6 @@ def report_if_complete(grid: Grid, records: tp.Sequence[dict], states: tp.Sequen
                        out: tp.TextIO = sys.stdout) -> list[str]:
     """Publish the report of every experiment of the grid if each of its cells (`states`, in the order of
     `records`) is finished and this set of cells has not been reported yet; the experiments reported."""
-    from ..report_files import publish_experiment  # pylint: disable=import-outside-toplevel
-
     if not records or any(state != "finished" for state in states):
         return []
     folder = grid.root / "report"

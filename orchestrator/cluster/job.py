@@ -17,8 +17,11 @@ import subprocess
 import sys
 import typing as tp
 
-from .. import paths
-from . import scripts
+from orchestrator.cell.run import run_cell
+from orchestrator.cluster.preempt import Warnings
+from orchestrator.common import paths
+from orchestrator.schedulers import scripts
+from orchestrator.schedulers.pbs.environment import arm_walltime_timer
 
 _ARG = re.compile(r"^[A-Za-z0-9_.+/:=@-]+$")  # qsub -v splits on commas and PBS strips quotes: keep overrides plain
 
@@ -45,10 +48,6 @@ def main(argv: tp.Optional[tp.List[str]] = None) -> int:
     args = parser.parse_args(argv)
 
     from hydra import compose, initialize_config_dir  # pylint: disable=import-outside-toplevel
-
-    from ..cell import run_cell  # pylint: disable=import-outside-toplevel
-    from .pbs.environment import arm_walltime_timer  # pylint: disable=import-outside-toplevel
-    from .preempt import Warnings  # pylint: disable=import-outside-toplevel
 
     with initialize_config_dir(config_dir=str(paths.repo_root() / "conf"), version_base="1.3"):
         cfg = compose(config_name="config", overrides=args.overrides)

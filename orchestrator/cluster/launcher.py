@@ -12,7 +12,6 @@ job ids recorded on the cell's MLflow run (tag amdnn.job_ids).
 from __future__ import annotations
 
 import logging
-import shlex
 import shutil
 import sys
 import time
@@ -23,37 +22,26 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import BaseSubmititLauncher
 from omegaconf import OmegaConf, open_dict
 
-from .. import paths
-from ..tracking_import import import_for
-from ..tracking_mode import DIRECT, resolve
-from . import queue
-from .grid import Grid, latest_job, state_dir_of
-from .resources import check_scheduler, setting
+from orchestrator.cluster.archive import Periodic
+from orchestrator.cluster.grid import Grid, latest_job, state_dir_of
+from orchestrator.cluster.preempt import Warnings, continue_job
+from orchestrator.cluster.status import cell_state, done_info, rows, scheduler_states, table
+from orchestrator.common import paths
+from orchestrator.config.identity import cell_folder, cell_identity, mult_label
+from orchestrator.config.validate import validate
+from orchestrator.schedulers import queue
+from orchestrator.schedulers.params import executor_parameters
+from orchestrator.schedulers.resources import check_scheduler, setting
+from orchestrator.schedulers.submit import make_executor
+from orchestrator.tracking.importer import import_for
+from orchestrator.tracking.mode import DIRECT, resolve
+from orchestrator.tracking.tracker import Tracker
 
 log = logging.getLogger(__name__)
 
 # The cell facts a job needs without composing its config again.
 _JOB_FIELDS = ("name", "identity", "cell_dir", "archive_dir", "archive_every_min", "tracking_uri", "tracking_mode",
                "experiment", "state_dir")
-
-
-def executor_parameters(scheduler: str, cluster: tp.Mapping[str, tp.Any]) -> tp.Dict[str, tp.Any]:
-    """The executor's parameters for a cluster config, with the project made importable in the job: the job unpickles
-    this launcher, whose class lives in the repository (orchestrator/, and its hydra_plugins name in
-    orchestrator/cluster/plugin_root)."""
-    job_name = str(cluster.get("job_name") or "amdnn")
-    repo = paths.repo_root()
-    python_path = f"{repo}:{repo / 'orchestrator' / 'cluster' / 'plugin_root'}"
-    setup = [f"export PYTHONPATH={shlex.quote(python_path)}${{PYTHONPATH:+:$PYTHONPATH}}",
-             *(cluster.get("setup") or ())]
-    cluster = {**cluster, "setup": setup}
-    if scheduler == "slurm":
-        from .slurm import slurm_parameters  # pylint: disable=import-outside-toplevel
-
-        return slurm_parameters(cluster, job_name)
-    from .pbs.params import pbs_parameters  # pylint: disable=import-outside-toplevel
-
-    return pbs_parameters(cluster, job_name)
 
 
 class ClusterLauncher(BaseSubmititLauncher):
@@ -63,11 +51,6 @@ class ClusterLauncher(BaseSubmititLauncher):
 
     # ---- in the launching process -----------------------------------------------------------------------------
     def launch(self, job_overrides: tp.Sequence[tp.Sequence[str]], initial_job_idx: int) -> tp.Sequence[JobReturn]:
-        from ..config import validate  # pylint: disable=import-outside-toplevel
-        from ..identity import cell_folder, cell_identity  # pylint: disable=import-outside-toplevel
-        from ..tracking import mult_label  # pylint: disable=import-outside-toplevel
-        from .status import done_info  # pylint: disable=import-outside-toplevel
-
         assert self.config is not None and self.hydra_context is not None
         cluster = tp.cast(dict, OmegaConf.to_container(self.config.cluster, resolve=True))
         scheduler = check_scheduler(str(cluster.get("scheduler")))
@@ -145,8 +128,6 @@ class ClusterLauncher(BaseSubmititLauncher):
     def _submit(self, spec: dict, cells: tp.List[dict]) -> tp.List[tp.Any]:
         from hydra.core.singleton import Singleton  # pylint: disable=import-outside-toplevel
 
-        from .submit import make_executor  # pylint: disable=import-outside-toplevel
-
         executor = make_executor(spec)
         job_params = [(c["overrides"], "hydra.sweep.dir", c["idx"], f"job_id_for_{c['idx']}", Singleton.get_state(),
                        {k: c[k] for k in _JOB_FIELDS}) for c in cells]
@@ -169,9 +150,6 @@ class ClusterLauncher(BaseSubmititLauncher):
     def __call__(self, sweep_overrides: tp.List[str], job_dir_key: str, job_num: int, job_id: str,
                  singleton_state: tp.Dict[type, tp.Any], cell: tp.Optional[dict] = None) -> tp.Any:
         import submitit  # pylint: disable=import-outside-toplevel
-
-        from .archive import Periodic  # pylint: disable=import-outside-toplevel
-        from .preempt import Warnings, continue_job  # pylint: disable=import-outside-toplevel
 
         assert cell is not None, "ClusterLauncher jobs are submitted by ClusterLauncher.launch"
         env = submitit.JobEnvironment()
@@ -205,8 +183,6 @@ class ClusterLauncher(BaseSubmititLauncher):
 
     def _tag_run(self, cell: dict, grid: Grid, job_id: str) -> None:
         """Record every job id that ran the cell on its MLflow run (through the cell's durable tracking queue)."""
-        from ..tracking import Tracker  # pylint: disable=import-outside-toplevel
-
         record = grid.cell(cell["name"]) or {}
         ids = [j["id"] for j in record.get("jobs", [])]
         ids = ids if job_id in ids else ids + [job_id]
@@ -229,8 +205,6 @@ class PBSLauncher(ClusterLauncher):
 
 def wait_for(grid: Grid, names: tp.List[str], poll_s: float = 15.0) -> None:
     """Block until none of the cells is queued or running; print the table of those cells."""
-    from .status import cell_state, scheduler_states, table, rows  # pylint: disable=import-outside-toplevel
-
     print("[amdnn] waiting for the cells to finish (cluster.wait=true)", flush=True)
     while True:
         records = [r for r in (grid.cell(n) for n in names) if r]

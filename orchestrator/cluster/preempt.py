@@ -13,7 +13,8 @@ import typing as tp
 
 from submitit.core import utils
 
-from ..cell import request_checkpoint
+from orchestrator.cell.run import request_checkpoint
+from orchestrator.schedulers.pbs.environment import submit_continuation
 
 
 class Warnings:
@@ -61,8 +62,6 @@ def continue_job(env: tp.Any, scheduler: str) -> str:
     with utils.temporary_save_path(paths.submitted_pickle) as tmp:
         delayed.dump(tmp)
     if scheduler == "pbs":
-        from .pbs.environment import submit_continuation  # pylint: disable=import-outside-toplevel
-
         return submit_continuation(env.job_id)
     env._requeue(countdown)  # pylint: disable=protected-access
     return env.job_id

@@ -6,7 +6,7 @@ same identity, so that it resumes from its checkpoint; the MLflow run of a job t
 - bounded: a cell is submitted at most cluster.max_attempts times (launch included), then left as failed;
 - safe when runs overlap: a run that finds another one holding the lock does nothing; launches take the same lock;
 - a cell whose scratch folder lost its checkpoints gets them back from the archive before it is resubmitted;
-- the cells' queued tracking records are imported first (single-writer mode, orchestrator.tracking_import), and an
+- the cells' queued tracking records are imported first (single-writer mode, orchestrator.tracking.importer), and an
   SQLite store the jobs do not archive themselves is copied into the archive;
 - --dry-run says what it would do and changes nothing (no submission, no MLflow change);
 - when the grid's last cell has finished, the report is written and logged to MLflow, once (grid_report).
@@ -18,15 +18,19 @@ import sys
 import typing as tp
 from pathlib import Path
 
-from ..tracking_import import LOCK_WAIT_S, import_for, writing
-from .grid import Grid, latest_job
-from .grid_report import report_if_complete
-from .status import cell_state, scheduler_states
+from orchestrator.cluster.archive import archive_tracking, restore_cell
+from orchestrator.cluster.grid import Grid, latest_job
+from orchestrator.cluster.grid_report import report_if_complete
+from orchestrator.cluster.status import cell_state, scheduler_states
+from orchestrator.schedulers.submit import resubmit
+from orchestrator.tracking.importer import LOCK_WAIT_S, import_for, writing
+from orchestrator.tracking.mode import SINGLE_WRITER, resolve
+from orchestrator.tracking.tracker import TAG_CELL
 
 
 def mark_run_failed(record: dict, job_id: tp.Optional[str]) -> bool:
     """Set the cell's MLflow run to FAILED if it still says RUNNING (its job died without ending it), as the store's
-    one writer (tracking_import.writing)."""
+    one writer (tracking.importer.writing)."""
     with writing(record["tracking_uri"], timeout_s=LOCK_WAIT_S) as got:
         if not got:
             raise TimeoutError(f"another writer held the store {record['tracking_uri']} for {LOCK_WAIT_S:.0f} s")
@@ -36,7 +40,6 @@ def mark_run_failed(record: dict, job_id: tp.Optional[str]) -> bool:
 def _mark_run_failed(record: dict, job_id: tp.Optional[str]) -> bool:
     from mlflow.tracking import MlflowClient  # pylint: disable=import-outside-toplevel
 
-    from ..tracking import TAG_CELL  # pylint: disable=import-outside-toplevel
 
     client = MlflowClient(record["tracking_uri"])
     exp = client.get_experiment_by_name(record["experiment"])
@@ -54,9 +57,6 @@ def _mark_run_failed(record: dict, job_id: tp.Optional[str]) -> bool:
 
 def archive_stores(records: tp.Iterable[dict]) -> None:
     """Copy each SQLite store whose jobs do not (single-writer mode) into the archive dirs of its cells."""
-    from ..tracking_mode import SINGLE_WRITER, resolve  # pylint: disable=import-outside-toplevel
-    from .archive import archive_tracking  # pylint: disable=import-outside-toplevel
-
     pairs = {(r["tracking_uri"], r["archive_dir"]) for r in records if r.get("archive_dir")
              and resolve(r.get("tracking_mode", "auto"), r["tracking_uri"]).name == SINGLE_WRITER}
     for uri, archive_dir in sorted(pairs):
@@ -70,9 +70,6 @@ def archive_stores(records: tp.Iterable[dict]) -> None:
 
 def resume(grid: Grid, dry_run: bool = False, out: tp.TextIO = sys.stdout) -> tp.List[tp.Tuple[str, str]]:
     """Do (or with dry_run, describe) one resume pass; returns [(cell name, action)]."""
-    from .archive import restore_cell  # pylint: disable=import-outside-toplevel
-    from .submit import resubmit  # pylint: disable=import-outside-toplevel
-
     actions: tp.List[tp.Tuple[str, str]] = []
     with grid.locked("resume.lock", blocking=False) as got:
         if not got:

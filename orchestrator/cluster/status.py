@@ -19,10 +19,12 @@ import typing as tp
 from collections import defaultdict
 from pathlib import Path
 
-from .. import cellfiles
-from ..tracking_import import import_for
-from . import queue
-from .grid import Grid, latest_job
+from orchestrator.cluster.grid import Grid, latest_job
+from orchestrator.common import cellfiles
+from orchestrator.schedulers import queue
+from orchestrator.tracking.importer import import_for
+from orchestrator.tracking.reads import cell_runs
+from orchestrator.tracking.tracker import TAG_CELL
 
 STATES = ("queued", "running", "finished", "failed")
 
@@ -117,9 +119,6 @@ def why(record: dict, state: str, job_state: str, reason: tp.Optional[str]) -> s
 
 def progress(records: tp.Iterable[dict]) -> tp.Dict[str, dict]:
     """{identity: {"epoch", "test_accuracy", "run_id", "run_status"}} from MLflow, one read per store/experiment."""
-    from ..store_reads import cell_runs  # pylint: disable=import-outside-toplevel
-    from ..tracking import TAG_CELL  # pylint: disable=import-outside-toplevel
-
     groups: tp.Dict[tp.Tuple[str, str], tp.Set[str]] = defaultdict(set)
     for record in records:
         groups[(record["tracking_uri"], record["experiment"])].add(record["identity"])

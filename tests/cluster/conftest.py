@@ -3,14 +3,11 @@ test (checkpoints, MLflow store, grid record and Hydra output in a temporary fol
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-import slurm_cluster  # noqa: E402
+from tests.cluster import slurm_cluster
+from tests.cluster.helpers import Sandbox
 
 
 def _not_here(reason: str) -> None:
@@ -48,6 +45,4 @@ def slurm():
 
 @pytest.fixture
 def sandbox(tmp_path):
-    from cluster_helpers import Sandbox
-
     return Sandbox(tmp_path)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster_helpers import REPO
-from orchestrator.cluster import limits
+from orchestrator.schedulers import limits
+from tests.cluster.helpers import REPO
 
 DATA = Path(__file__).parent / "data"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 import socket
 
-import slurm_cluster
+from tests.cluster import slurm_cluster
 
 
 def test_free_ports_skip_ports_in_use():

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from cluster_helpers import job_logs
+from tests.cluster.helpers import job_logs
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -24,7 +24,7 @@ def test_pbs_submit_state_walltime_continuation_finish(slurm, sandbox, monkeypat
     first = record["jobs"][0]["id"]
 
     # State through qstat (the plugin's watcher and the status command).
-    from orchestrator.cluster.pbs.executor import qstat_flavour, query_states
+    from orchestrator.schedulers.pbs.executor import qstat_flavour, query_states
 
     qstat_flavour.cache_clear()
     assert query_states([first]).get(first) in ("PENDING", "RUNNING")
@@ -48,7 +48,7 @@ def test_pbs_submit_state_walltime_continuation_finish(slurm, sandbox, monkeypat
 def test_pbs_qdel_through_the_plugin(slurm, tmp_path, monkeypatch):
     """submitit's own interface to the plugin: submit a function, see it queued or running, cancel it with qdel."""
     monkeypatch.setenv("AMDNN_PBS_FLAVOUR", "torque")
-    from orchestrator.cluster.pbs.executor import PBSExecutor, qstat_flavour
+    from orchestrator.schedulers.pbs.executor import PBSExecutor, qstat_flavour
 
     qstat_flavour.cache_clear()
     executor = PBSExecutor(tmp_path / "%j")

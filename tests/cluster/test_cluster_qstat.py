@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cluster.pbs import qstat, query
-from orchestrator.cluster.pbs.executor import PBSExecutor, PBSInfoWatcher, job_id_from_qsub, submission_command
-from orchestrator.cluster.resources import RESOURCE_NAMES, scheduler_resources, walltime_seconds
+from orchestrator.schedulers.pbs import qstat, query
+from orchestrator.schedulers.pbs.executor import PBSExecutor, PBSInfoWatcher, job_id_from_qsub, submission_command
+from orchestrator.schedulers.resources import RESOURCE_NAMES, scheduler_resources, walltime_seconds
 
 DATA = Path(__file__).parent / "data"
 
@@ -57,7 +57,7 @@ def test_slurm_torque_wrapper_text():
 
 def test_watcher_matches_short_and_long_ids(monkeypatch):
     monkeypatch.setenv("AMDNN_PBS_FLAVOUR", "pbspro")
-    from orchestrator.cluster.pbs import executor
+    from orchestrator.schedulers.pbs import executor
 
     executor.qstat_flavour.cache_clear()
     try:
@@ -108,7 +108,7 @@ def test_the_installed_entry_points_load_the_plugin(monkeypatch):
 
     from submitit.core import plugins
 
-    from orchestrator.cluster.pbs.environment import PBSJobEnvironment
+    from orchestrator.schedulers.pbs.environment import PBSJobEnvironment
 
     points = {p.name: p for p in entry_points(group="submitit") if p.value.startswith("orchestrator.")}
     assert sorted(points) == ["executor", "job_environment"]
@@ -227,7 +227,7 @@ def test_the_watcher_reads_every_job_through_the_same_queries(pbspro, monkeypatc
 
 def test_a_waiting_jobs_reason_is_pbs_comment(pbspro):
     """What `status` shows for a queued PBS job: its comment (a PBS Pro answer as text; no PBS Pro server here)."""
-    from orchestrator.cluster import queue
+    from orchestrator.schedulers import queue
 
     ids = ["12345682.gadi-pbs", "12345678.gadi-pbs"]
     fake = FakeQstat({"qstat -x -f -F json " + " ".join(sorted(ids)): (DATA / "qstat_pbspro_gadi.json").read_text()})

@@ -13,10 +13,11 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from orchestrator.cluster import launcher as launcher_module
-from orchestrator.cluster import scripts
-from orchestrator.cluster.pbs.script import make_pbs_script
-from orchestrator.cluster.slurm import make_sbatch_script
+from orchestrator.common import paths
+from orchestrator.schedulers import scripts
+from orchestrator.schedulers.params import executor_parameters
+from orchestrator.schedulers.pbs.script import make_pbs_script
+from orchestrator.schedulers.slurm import make_sbatch_script
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden"
@@ -34,11 +35,11 @@ def cluster_config(name: str, *overrides: str) -> dict:
 
 def render(name: str, *overrides: str, monkeypatch) -> str:
     """The script the launcher would submit for cluster=<name> (as the first job of a sweep)."""
-    monkeypatch.setattr(launcher_module.paths, "repo_root", lambda: Path(REPO_ON_CLUSTER))
+    monkeypatch.setattr(paths, "repo_root", lambda: Path(REPO_ON_CLUSTER))
     cluster = cluster_config(name, *overrides)
-    params = launcher_module.executor_parameters(cluster["scheduler"], cluster)
+    params = executor_parameters(cluster["scheduler"], cluster)
     command = f"{PYTHON} -u -m " + ("submitit.core._submit" if cluster["scheduler"] == "slurm"
-                                    else "orchestrator.cluster.pbs") + f" {FOLDER}"
+                                    else "orchestrator.schedulers.pbs") + f" {FOLDER}"
     if cluster["scheduler"] == "slurm":
         return make_sbatch_script(command, FOLDER, **params)
     return make_pbs_script(command, FOLDER, **params)
@@ -94,12 +95,12 @@ def test_a_default_missing_from_the_config_is_named_not_invented(key):
     # Defaults live in conf/cluster/_scheduler.yaml only; the code has none to fall back on.
     cluster = {k: v for k, v in cluster_config("slurm").items() if k != key}
     with pytest.raises(ValueError, match=rf"cluster\.{key} is not set: .*conf/cluster/_scheduler\.yaml"):
-        launcher_module.executor_parameters("slurm", cluster)
+        executor_parameters("slurm", cluster)
 
 
 def test_slurm_warning_is_well_below_a_short_walltime():
     cluster = cluster_config("slurm", "cluster.walltime=00:01:00")
-    params = launcher_module.executor_parameters("slurm", cluster)
+    params = executor_parameters("slurm", cluster)
     assert params["time"] == 1 and params["signal_delay_s"] == 10
     assert params["additional_parameters"]["signal"] == "USR1@10"
 
@@ -128,7 +129,7 @@ def test_injection_attempts_are_refused(scheduler, key, value):
     cluster = cluster_config(scheduler, *(["cluster.project=ab12"] if scheduler == "gadi" else []))
     cluster[key] = value
     with pytest.raises(ValueError) as err:
-        params = launcher_module.executor_parameters(cluster["scheduler"], cluster)
+        params = executor_parameters(cluster["scheduler"], cluster)
         writer = make_sbatch_script if cluster["scheduler"] == "slurm" else make_pbs_script
         writer("true", FOLDER, **params)
     assert "expected" in str(err.value)
@@ -156,7 +157,7 @@ def test_a_quoted_injection_does_not_run(tmp_path):
 
 
 def test_unknown_pbs_parameter_lists_the_valid_ones(tmp_path):
-    from orchestrator.cluster.pbs.executor import PBSExecutor
+    from orchestrator.schedulers.pbs.executor import PBSExecutor
 
     if not __import__("shutil").which("qsub"):
         pytest.skip("no qsub on this machine (the PBS executor refuses to start without one)")
@@ -169,7 +170,7 @@ def test_gadi_without_a_project_says_which_key_to_set(monkeypatch):
     monkeypatch.delenv("PROJECT", raising=False)
     cluster = cluster_config("gadi")
     with pytest.raises(ValueError, match="cluster.project"):
-        launcher_module.executor_parameters("pbs", cluster)
+        executor_parameters("pbs", cluster)
 
 
 def test_resume_cron_line_runs_the_resume_and_archive_commands(tmp_path):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster_helpers import REPO, job_logs
+from tests.cluster.helpers import REPO, job_logs
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

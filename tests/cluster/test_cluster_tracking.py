@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster_helpers import REPO
+from tests.cluster.helpers import REPO
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -41,7 +41,7 @@ if os.environ.get("SLURM_JOB_ID") and os.environ.get("AMDNN_GUARDED_STORE"):
 
 def _wait_for_jobs(sandbox, timeout: float) -> None:
     """Until the scheduler no longer has the cells' jobs queued or running (asked directly: `status` would import)."""
-    from orchestrator.cluster import queue
+    from orchestrator.schedulers import queue
 
     ids = [r["jobs"][-1]["id"] for r in sandbox.records()]
     deadline = time.time() + timeout

@@ -1,15 +1,10 @@
 """Fixtures of the dashboard tests: one small grid finished by a real local sweep (`launch.py -m`, real training,
-real SQLite MLflow store), shared by the tests of this folder (helpers in dashboard_helpers.py)."""
+real SQLite MLflow store), shared by the tests of this folder (helpers in tests/dashboard/helpers.py)."""
 from __future__ import annotations
-
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # dashboard_helpers, whatever pytest's import mode
-
-from dashboard_helpers import GRID, FinishedGrid, launch  # noqa: E402
+from tests.dashboard.helpers import GRID, FinishedGrid, launch
 
 
 @pytest.fixture(scope="session")

@@ -34,8 +34,8 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def report_run(finished_grid) -> str:
-    """The experiment's summary run, where the local sweep logged its report (orchestrator.summary_run)."""
-    from orchestrator.summary_run import find_summary_run
+    """The experiment's summary run, where the local sweep logged its report (orchestrator.report.summary_run)."""
+    from orchestrator.report.summary_run import find_summary_run
 
     client = finished_grid.client()
     run = find_summary_run(client, client.get_experiment_by_name("amdnn").experiment_id)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import signal
 import time
 
-from dashboard_helpers import launch
+from tests.dashboard.helpers import launch
 
 # ~360 steps an epoch (digits at batch 4): long enough to stop it in the middle, short enough to finish quickly.
 LONG = ["-m", "model=lenet300", "mult=native", "train.batch_size=4", "train.epochs=6"]

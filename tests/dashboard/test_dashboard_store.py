@@ -7,7 +7,7 @@ import hashlib
 import json
 import re
 
-from orchestrator.devices import nvidia_driver_present
+from orchestrator.cell.devices import nvidia_driver_present
 
 
 def test_runs_carry_tags_to_filter_by_and_the_experiment_says_what_it_is(finished_grid):

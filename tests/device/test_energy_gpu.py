@@ -1,4 +1,4 @@
-"""NVML energy on a GPU (the part of orchestrator.energy that the CPU suite cannot run): the counter of the visible
+"""NVML energy on a GPU (the part of orchestrator.cell.energy that the CPU suite cannot run): the counter of the visible
 GPUs grows while a GPU works, at a plausible power, and the meter logs it per epoch and per run.
 
     AMDNN_DEVICE_TESTS=1 python -m pytest tests/device/test_energy_gpu.py -q     (or bash tests/device/run_on_gpu.sh)
@@ -10,7 +10,7 @@ import time
 import pytest
 import torch
 
-from orchestrator import energy
+from orchestrator.cell import energy
 
 if not torch.cuda.is_available():
     pytest.fail("tests/device needs a CUDA GPU (run them on the GPU machine with tests/device/run_on_gpu.sh)",
@@ -58,11 +58,11 @@ def test_hidden_gpus_are_not_counted():
 
 
 def test_the_run_records_the_driver_and_its_cuda_version():
-    """orchestrator.run_facts.nvml_facts on a real driver: the version nvidia-smi prints, and a CUDA version that
+    """orchestrator.cell.run_facts.nvml_facts on a real driver: the version nvidia-smi prints, and a CUDA version that
     can run the kernels built here (nvcc 13 needs a driver that supports CUDA >= 13.0)."""
     import subprocess
 
-    from orchestrator.run_facts import nvml_facts
+    from orchestrator.cell.run_facts import nvml_facts
 
     facts = nvml_facts()
     smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,

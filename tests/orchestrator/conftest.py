@@ -1,12 +1,7 @@
-"""Fixtures of the orchestrator tests (helpers live in orch_helpers.py)."""
-import sys
-from pathlib import Path
-
+"""Fixtures of the orchestrator tests (helpers that tests import live in tests/orchestrator/helpers.py)."""
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # orch_helpers, whatever pytest's import mode
-
-from orch_helpers import Workdir  # noqa: E402
+from tests.orchestrator.helpers import Workdir
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from orchestrator import checkpoints
-from orchestrator.checkpoints import CheckpointMismatch
+from orchestrator.cell import checkpoints
+from orchestrator.cell.checkpoints import CheckpointMismatch
 
 EXPECT = {"identity": "abc", "model": "lenet300", "mult": "am16", "dataset": "digits"}
 

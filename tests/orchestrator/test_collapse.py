@@ -11,9 +11,9 @@ import math
 from pathlib import Path
 
 import pytest
-from orch_helpers import TINY, run_data
 
-from orchestrator import collapse
+from orchestrator.cell import collapse
+from tests.orchestrator.helpers import TINY, run_data
 
 FORCE = ["train.optimizer.lr=0.05", "train.schedule.name=step", "train.schedule.step_epochs=1", "train.schedule.gamma=40"]
 STEPS_PER_EPOCH = 44
@@ -37,7 +37,7 @@ def test_verdict(loss, earlier, expected):
 
 
 def test_collapse_rolls_back_to_the_healthy_epoch_with_a_lower_rate(workdir, capfd):
-    from orchestrator.cell import run_cell
+    from orchestrator.cell.run import run_cell
 
     cfg = workdir.cfg(*TINY, *FORCE, "train.collapse.lr_factor=0.01")
     result = run_cell(cfg, supervise=False)
@@ -59,9 +59,9 @@ def test_collapse_rolls_back_to_the_healthy_epoch_with_a_lower_rate(workdir, cap
     losses = [v for _, v in data["metrics"]["loss"]]
     assert losses[1] < 0.7 * math.log(10) and result.test_accuracy > 0.8, (losses, result.test_accuracy)
     # A later attempt in this folder (a resume after a crash) reads the same rates back from skips.json.
-    from orchestrator.config import validate
-    from orchestrator.tracking import Tracker
-    from orchestrator.trainer import _Run
+    from orchestrator.config.validate import validate
+    from orchestrator.tracking.tracker import Tracker
+    from orchestrator.cell.trainer import _Run
 
     again = _Run(validate(cfg), result.identity, cell, Tracker(workdir.uri, "amdnn", result.identity, cell))
     assert [again.learning_rate(s) for s in (0, STEPS_PER_EPOCH - 1)] == [0.05, 0.05]
@@ -70,7 +70,7 @@ def test_collapse_rolls_back_to_the_healthy_epoch_with_a_lower_rate(workdir, cap
 
 
 def test_collapse_beyond_the_bound_fails_with_the_reason(workdir):
-    from orchestrator.cell import run_cell
+    from orchestrator.cell.run import run_cell
 
     result = run_cell(workdir.cfg(*TINY, *FORCE, "train.collapse.rollbacks=0"), supervise=False)
     assert result.status == "failed" and result.test_accuracy is None
@@ -95,7 +95,7 @@ def test_final_verdict(accuracy, loss, fails):
 
 
 def test_a_run_that_learned_nothing_fails_with_the_reason_not_finished(workdir):
-    from orchestrator.cell import run_cell
+    from orchestrator.cell.run import run_cell
 
     result = run_cell(workdir.cfg(*TINY, "train.optimizer.lr=1e-9"), supervise=False)
     assert result.status == "failed" and "the run learned nothing: final test accuracy" in result.error, result

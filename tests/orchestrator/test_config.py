@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.config import ConfigError, validate
-from orchestrator.identity import cell_identity, cell_name
-
-from orch_helpers import REPO, compose
+from orchestrator.config.validate import ConfigError, validate
+from orchestrator.config.identity import cell_identity, cell_name
+from tests.orchestrator.helpers import REPO, compose
 
 
 def _options(group: str) -> set[str]:
@@ -19,7 +18,7 @@ def test_groups_equal_registries():
     import ops
     from models import datasets
 
-    from orchestrator import optim
+    from models import optim
 
     assert _options("model") == set(models.names())
     assert _options("mult") == set(ops.names(include_native=True)) | {"lut"}
@@ -124,7 +123,7 @@ def test_table_identity_is_its_content(tmp_path):
 
 
 def test_default_paths_are_the_repositorys_whatever_the_cwd(tmp_path, monkeypatch):
-    from orchestrator import paths
+    from orchestrator.common import paths
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from orchestrator import energy
+from orchestrator.cell import energy
 
 
 def _package(root, index: int, uj: int, max_uj: int = 2**32 - 1, name: str | None = None):

@@ -5,17 +5,10 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 
 import pytest
 
-from orch_helpers import PYTHON, REPO, env
-
-
-def launch(tmp_path, *args: str, timeout: int = 400, environment: dict | None = None) -> subprocess.CompletedProcess:
-    overrides = [f"checkpoint_root={tmp_path / 'ck'}", f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}"]
-    return subprocess.run([PYTHON, str(REPO / "launch.py"), *args, *overrides], cwd=tmp_path,
-                          env=environment or env(), capture_output=True, text=True, timeout=timeout)
+from tests.orchestrator.helpers import env, launch
 
 
 def test_default_launch_reaches_90_percent_on_digits_under_am16(tmp_path):

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from test_launch import launch
+from tests.orchestrator.helpers import launch
 
 
 @pytest.mark.slow

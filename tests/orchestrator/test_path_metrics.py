@@ -2,12 +2,12 @@
 ordinary training (LeNet-300-100 under am16 on digits) takes the fast one only where the build has it."""
 from __future__ import annotations
 
-from orch_helpers import TINY, run_data
+from tests.orchestrator.helpers import TINY, run_data
 
 
 def test_epoch_metrics_count_the_kernel_paths(workdir):
     from ops.build import cpu_target
-    from orchestrator.cell import run_cell
+    from orchestrator.cell.run import run_cell
 
     result = run_cell(workdir.cfg(*TINY, "mult=am16", "train.epochs=1"), supervise=False)
     assert result.status == "finished", result

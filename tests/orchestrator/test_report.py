@@ -8,10 +8,11 @@ import hashlib
 import io
 import json
 
-from orchestrator import report
-from orchestrator.config import validate
-from orchestrator.identity import cell_identity, cell_name
-from orchestrator.tracking import FINAL_KEY, TAG_DEFINING, Tracker, base_tags, flatten
+from orchestrator.config.identity import base_tags, cell_identity, cell_name
+from orchestrator.config.validate import validate
+from orchestrator.report import table as report
+from orchestrator.report.__main__ import main as report_command
+from orchestrator.tracking.tracker import FINAL_KEY, TAG_DEFINING, Tracker, flatten
 
 
 def record(workdir, accuracy: float, *overrides: str, tagged: bool = True) -> str:
@@ -67,7 +68,7 @@ def test_exact_gradients_and_two_tables_of_one_name_are_separate_columns(workdir
 
     # The command prints the same table; its CSV gives each run's setting, equal exactly for the two seeds.
     csv_path = workdir.path / "report.csv"
-    assert report.main(["--tracking-uri", workdir.uri, "--experiment", "amdnn", "--csv", str(csv_path),
+    assert report_command(["--tracking-uri", workdir.uri, "--experiment", "amdnn", "--csv", str(csv_path),
                         "--out", str(workdir.path / "reports")]) == 0
     assert lines(capsys.readouterr().out) == expected
     by_seed = {(r["mult"], r["seed"], r["test_accuracy"]): json.loads(r["setting"])

@@ -12,13 +12,14 @@ import subprocess
 
 import numpy as np
 import pytest
-from orch_helpers import PYTHON, REPO, env
 
 from ops import error_stats
-from orchestrator import figures, report, report_files
-from orchestrator.cell_artifacts import MULT_METRIC
-from orchestrator.summary_run import TAG_SUMMARY
-from orchestrator.tracking import FINAL_KEY, TAG_CELL, Tracker
+from orchestrator.cell.artifacts import MULT_METRIC
+from orchestrator.report import figures, files as report_files, table as report
+from orchestrator.report.__main__ import main as report_command
+from orchestrator.report.summary_run import TAG_SUMMARY
+from orchestrator.tracking.tracker import FINAL_KEY, TAG_CELL, Tracker
+from tests.orchestrator.helpers import PYTHON, REPO, env
 
 GRID = ["-m", "model=lenet300", "mult=native,am16", "seed=0,1", "train.epochs=2", "train.batch_size=64",
         "profile_layers=true"]
@@ -59,7 +60,7 @@ def test_report_files_and_summary_run_show_the_runs_numbers(store, tmp_path, cap
                                                     "curves-digits.png"}
     assert "the experiment's report is logged to MLflow run" in out
 
-    assert report.main(["--tracking-uri", uri, "--experiment", "amdnn", "--out", str(tmp_path / "r")]) == 0
+    assert report_command(["--tracking-uri", uri, "--experiment", "amdnn", "--out", str(tmp_path / "r")]) == 0
     printed = capsys.readouterr().out
     assert "| lenet5 | - | running |" in printed
 
@@ -120,7 +121,7 @@ def test_heatmap_draws_the_table(store):
 
 
 def test_grid_curves_are_the_seeds_mean_of_the_logged_epochs(store):
-    from orchestrator.histories import grid_curves
+    from orchestrator.report.histories import grid_curves
 
     _, uri, _ = store
     rows = report.collect(uri, "amdnn")

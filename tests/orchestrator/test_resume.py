@@ -13,8 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-from orch_helpers import (TINY, Workdir, assert_same_weights, cell_dirs, deterministic_metrics, final_weights,
-                          newest_checkpoint_step, result_of, run_cell_process, run_data, wait_for)
+
+from tests.orchestrator.helpers import (TINY, Workdir, assert_same_weights, cell_dirs, deterministic_metrics,
+                                       final_weights, newest_checkpoint_step, result_of, run_cell_process, run_data,
+                                       wait_for)
 
 CELL = [*TINY, "train.batch_size=16"]  # 89 steps an epoch, 178 in all, a checkpoint every 7
 STEPS = 178
@@ -29,7 +31,7 @@ def _finish(work: Workdir, extra=(), timeout=180) -> dict:
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     """One uninterrupted run: its weights and MLflow metrics are what every interrupted run must end with."""
-    from orchestrator.cell import run_cell
+    from orchestrator.cell.run import run_cell
 
     work = Workdir(tmp_path_factory.mktemp("reference"))
     # In this process, without a worker: also checks that where the training runs does not change a bit.
@@ -131,9 +133,9 @@ def test_checkpoint_request_preempts_and_the_resumed_run_is_identical(workdir, r
     "preempted", run left RUNNING; running the cell again finishes it as if nothing happened."""
     import threading
 
-    from orch_helpers import compose
+    from tests.orchestrator.helpers import compose
 
-    from orchestrator import cell
+    from orchestrator.cell import run as cell
 
     cfg = compose(*workdir.overrides, *CELL)
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from orch_helpers import TINY, final_weights, run_data
+
+from tests.orchestrator.helpers import TINY, final_weights, run_data
 
 BAD_STEP = 50  # global step whose batch holds a NaN (epoch 0 of 89 steps at batch size 16)
 
@@ -36,7 +37,7 @@ def nan_at(monkeypatch):
 
 
 def test_nan_rolls_back_and_skips_the_bad_batch(workdir, nan_at, capfd):
-    from orchestrator.cell import run_cell
+    from orchestrator.cell.run import run_cell
 
     nan_at({BAD_STEP})
     result = run_cell(workdir.cfg(*TINY, "train.batch_size=16"), supervise=False)
@@ -53,7 +54,7 @@ def test_nan_rolls_back_and_skips_the_bad_batch(workdir, nan_at, capfd):
 
 
 def test_nan_rollbacks_are_bounded(workdir, nan_at):
-    from orchestrator.cell import run_cell
+    from orchestrator.cell.run import run_cell
 
     nan_at(set(range(BAD_STEP, 178)))  # diverged for good: every later batch gives NaN
     result = run_cell(workdir.cfg(*TINY, "train.batch_size=16", "retries.nan_rollbacks=2"), supervise=False)
@@ -63,12 +64,12 @@ def test_nan_rollbacks_are_bounded(workdir, nan_at):
 
 
 def test_checkpoint_of_another_model_or_multiplier_is_refused(workdir):
-    from orchestrator.cell import run_cell
+    from orchestrator.cell.run import run_cell
 
     first = run_cell(workdir.cfg(*TINY, "train.epochs=1"), supervise=False)
     assert first.status == "finished"
     other = workdir.cfg(*TINY, "train.epochs=1", "model=lenet5", "mult=acc32")
-    from orchestrator.cell import cell_dir_of
+    from orchestrator.cell.run import cell_dir_of
 
     target = cell_dir_of(other)
     target.mkdir(parents=True)

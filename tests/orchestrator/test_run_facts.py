@@ -1,9 +1,9 @@
-"""orchestrator.run_facts without a GPU: what the run records when NVML is missing (the real driver's facts are
+"""orchestrator.cell.run_facts without a GPU: what the run records when NVML is missing (the real driver's facts are
 checked on the GPU machine by tests/device/test_energy_gpu.py), and the tags of a CPU attempt."""
 
 from __future__ import annotations
 
-from orchestrator import run_facts
+from orchestrator.cell import run_facts
 
 
 class Nvml:

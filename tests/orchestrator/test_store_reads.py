@@ -1,8 +1,8 @@
-"""The report's and status's SQL reads of a store (orchestrator.store_reads) against MLflow's own API, on a real SQLite
-store written by MLflow: the same runs in the same order (newest first; empty, missing and deleted identity tags,
-other experiments left out), the same tags, params and latest metrics, and the same metric histories in the same
-order for steps logged twice, NaN and infinity, runs missing a key or every metric; the report's rows and learning
-curves the same through either."""
+"""The report's and status's SQL reads of a store (orchestrator.tracking.reads) against MLflow's own API, on a real
+SQLite store written by MLflow: the same runs in the same order (newest first; empty, missing and deleted identity
+tags, other experiments left out), the same tags, params and latest metrics, and the same metric histories in the
+same order for steps logged twice, NaN and infinity, runs missing a key or every metric; the report's rows and
+learning curves the same through either."""
 from __future__ import annotations
 
 import math
@@ -10,10 +10,11 @@ import sqlite3
 
 import pytest
 
-from orchestrator import histories, report, store_reads
-from orchestrator.report import Row
-from orchestrator.store_reads import api_cell_runs, api_histories, cell_runs, read_histories
-from orchestrator.tracking import FINAL_KEY, TAG_CELL
+from orchestrator.report import histories, table as report
+from orchestrator.tracking import reads as store_reads
+from orchestrator.report.table import Row
+from orchestrator.tracking.reads import api_cell_runs, api_histories, cell_runs, read_histories
+from orchestrator.tracking.tracker import FINAL_KEY, TAG_CELL
 
 KEYS = ("epoch", "test_accuracy", "loss")
 T0 = 1_700_000_000_000  # ms

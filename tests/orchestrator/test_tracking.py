@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from orch_helpers import PYTHON, TINY, env, run_data, runs_of_experiment
+
+from tests.orchestrator.helpers import PYTHON, TINY, env, run_data, runs_of_experiment
 
 
 def _closed_port() -> int:
@@ -20,7 +21,7 @@ def _closed_port() -> int:
 
 
 def test_server_down_training_finishes_and_records_are_flushed_later(workdir):
-    from orchestrator.cell import run_cell
+    from orchestrator.cell.run import run_cell
 
     down = f"http://127.0.0.1:{_closed_port()}"
     t0 = time.monotonic()
@@ -53,9 +54,9 @@ def test_server_down_training_finishes_and_records_are_flushed_later(workdir):
 
 
 def test_locked_store_does_not_stop_training(workdir):
-    import orchestrator.trainer  # noqa: F401 - TensorFlow imported before the clock starts
-    from orchestrator.cell import run_cell
-    from orchestrator.tracking_writer import StoreWriter
+    import orchestrator.cell.trainer  # noqa: F401 - TensorFlow imported before the clock starts
+    from orchestrator.cell.run import run_cell
+    from orchestrator.tracking.writer import StoreWriter
 
     StoreWriter(workdir.uri).client()  # create the schema first
     db = sqlite3.connect(str(workdir.path / "mlflow.db"), timeout=0, isolation_level=None, check_same_thread=False)
@@ -77,7 +78,7 @@ def test_locked_store_does_not_stop_training(workdir):
 CELL_SCRIPT = """
 import sys, time
 from pathlib import Path
-from orchestrator.tracking import Tracker
+from orchestrator.tracking.tracker import Tracker
 uri, root, index, start = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 tracker = Tracker(uri, "amdnn", f"{index:064d}", root / f"cell{index}", run_name=f"cell{index}")
 time.sleep(max(0.0, start - time.time()))  # all 16 hit the store at the same moment
@@ -119,7 +120,7 @@ def test_16_cells_at_once_on_one_sqlite_store(tmp_path):
 @pytest.mark.slow
 def test_16_training_cells_at_once_on_one_sqlite_store(tmp_path):
     """The same with 16 real (tiny) trainings, each a run_cell in its own process."""
-    from orch_helpers import result_of, run_cell_process
+    from tests.orchestrator.helpers import result_of, run_cell_process
 
     overrides = [f"checkpoint_root={tmp_path / 'ck'}", f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}", *TINY,
                  "train.epochs=1", "tracking_patience_s=120"]

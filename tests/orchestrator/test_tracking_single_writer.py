@@ -12,11 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
-from orch_helpers import PYTHON, REPO, compose, env, run_data, runs_of_experiment
 
-from orchestrator import tracking_mode
-from orchestrator.filesystems import LOCAL_TYPES, NETWORK_TYPES, filesystem_type, is_network
-from orchestrator.tracking_queue import CellQueue, register_dir
+from tests.orchestrator.helpers import PYTHON, REPO, compose, env, run_data, runs_of_experiment
+
+from orchestrator.tracking import mode as tracking_mode
+from orchestrator.common.filesystems import LOCAL_TYPES, NETWORK_TYPES, filesystem_type, is_network
+from orchestrator.tracking.queue import CellQueue, register_dir
 
 
 def test_filesystem_types_and_modes(tmp_path):
@@ -34,7 +35,7 @@ def test_filesystem_types_and_modes(tmp_path):
 
 
 def test_config_refuses_a_bad_tracking_mode(tmp_path):
-    from orchestrator.config import ConfigError, validate
+    from orchestrator.config.validate import ConfigError, validate
 
     with pytest.raises(ConfigError, match=r"tracking_mode='sometimes' is not one of auto, direct, single_writer"):
         validate(compose("tracking_mode=sometimes"))
@@ -58,7 +59,7 @@ def test_queue_reads_complete_lines_and_survives_a_torn_one(tmp_path):
 
 
 def _tracker(uri, root, index, job: bool, monkeypatch):
-    from orchestrator.tracking import Tracker
+    from orchestrator.tracking.tracker import Tracker
 
     if job:
         monkeypatch.setenv("SLURM_JOB_ID", str(100 + index))
@@ -76,7 +77,7 @@ def _log_cell(tracker, epochs: int) -> None:
 
 
 def test_a_job_only_queues_and_a_local_cell_writes_itself(tmp_path, monkeypatch):
-    from orchestrator.tracking_import import import_pending
+    from orchestrator.tracking.importer import import_pending
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     job = _tracker(uri, tmp_path, 1, job=True, monkeypatch=monkeypatch)
@@ -102,7 +103,7 @@ def test_a_job_only_queues_and_a_local_cell_writes_itself(tmp_path, monkeypatch)
 APPENDER = """
 import random, sys, time
 from pathlib import Path
-from orchestrator.tracking import Tracker
+from orchestrator.tracking.tracker import Tracker
 uri, root, index, epochs, start = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
 tracker = Tracker(uri, "amdnn", f"{index:064d}", root / f"cell{index}", run_name=f"cell{index}", mode="single_writer")
 assert not tracker.sends, tracker.mode
@@ -133,7 +134,7 @@ CELLS, EPOCHS = 32, 20
 def _importers(uri: str, stop: threading.Event, rng: random.Random, outcomes: list) -> None:
     """Import again and again until `stop`, each importer SIGKILLed at a random moment unless it is done by then."""
     while not stop.is_set():
-        proc = subprocess.Popen([PYTHON, "-m", "orchestrator.tracking_import", "--tracking-uri", uri], cwd=REPO,
+        proc = subprocess.Popen([PYTHON, "-m", "orchestrator.tracking.importer", "--tracking-uri", uri], cwd=REPO,
                                 env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
             proc.wait(timeout=rng.uniform(0.5, 10.0))  # from before its first write to after its last
@@ -171,7 +172,7 @@ def test_32_jobs_append_while_killed_importers_import(tmp_path):
     assert killed >= 1 and all(code in (0, -signal.SIGKILL) for code, _ in outcomes), outcomes
     assert slowest < 5.0  # an append is a write and an fsync: no job waits on the store
 
-    final = subprocess.run([PYTHON, "-m", "orchestrator.tracking_import", "--tracking-uri", uri], cwd=REPO, env=env(),
+    final = subprocess.run([PYTHON, "-m", "orchestrator.tracking.importer", "--tracking-uri", uri], cwd=REPO, env=env(),
                            capture_output=True, text=True, timeout=300)
     assert final.returncode == 0 and ", 0 wait" in final.stdout, final.stdout + final.stderr
     left = int(final.stdout.split(": ")[1].split()[0])

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from orch_helpers import compose
+
+from tests.orchestrator.helpers import compose
 
 
 def _one_step(train_overrides, lr=0.1):
@@ -14,7 +15,7 @@ def _one_step(train_overrides, lr=0.1):
     import tensorflow as tf
 
     from models import build_model
-    from orchestrator import optim
+    from models import optim
 
     train = compose("model=lenet300", f"train.optimizer.lr={lr}", "train.optimizer.momentum=0.0",
                     *train_overrides).train
@@ -65,7 +66,7 @@ def test_no_l2_in_the_gradient_unless_coupled(overrides):
 
 
 def test_unknown_weight_decay_mode_is_refused():
-    from orchestrator import optim
+    from models import optim
 
     with pytest.raises(ValueError, match="weight_decay_mode='l1' is not one of coupled, decoupled"):
         optim.make_optimizer(compose("train.optimizer.weight_decay_mode=l1").train)
@@ -78,9 +79,9 @@ def test_the_trainer_step_applies_coupled_l2(workdir, tmp_path):
     import tensorflow as tf
 
     from models import datasets
-    from orchestrator.config import validate
-    from orchestrator.tracking import Tracker
-    from orchestrator.trainer import _Run
+    from orchestrator.config.validate import validate
+    from orchestrator.tracking.tracker import Tracker
+    from orchestrator.cell.trainer import _Run
 
     wd, lr = 0.01, 0.05
     cfg = validate(workdir.cfg("mult=native", "train.optimizer.momentum=0.0", f"train.optimizer.weight_decay={wd}"))

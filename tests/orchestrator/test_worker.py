@@ -3,12 +3,13 @@ checkpoint of another cell) is refused for good; any other exception is a crash,
 from __future__ import annotations
 
 import pytest
-from orch_helpers import TINY
+
+from tests.orchestrator.helpers import TINY
 
 
 @pytest.fixture
 def training_raises(monkeypatch):
-    from orchestrator import trainer
+    from orchestrator.cell import trainer
 
     def install(error: BaseException):
         def train(*args, **kwargs):
@@ -20,8 +21,8 @@ def training_raises(monkeypatch):
 
 
 def test_a_config_error_in_training_is_refused(workdir, training_raises):
-    from orchestrator.cell import run_cell
-    from orchestrator.config import ConfigError
+    from orchestrator.cell.run import run_cell
+    from orchestrator.config.validate import ConfigError
 
     training_raises(ConfigError("resnet18 needs inputs of at least 32x32"))
     result = run_cell(workdir.cfg(*TINY), supervise=False)
@@ -30,7 +31,7 @@ def test_a_config_error_in_training_is_refused(workdir, training_raises):
 
 
 def test_a_value_error_in_training_is_a_crash_not_a_refusal(workdir, training_raises):
-    from orchestrator.cell import run_cell
+    from orchestrator.cell.run import run_cell
 
     training_raises(ValueError("an index out of range in a bug"))
     # Not answered as refused: the exception comes through, which in the worker process main() turns into exit

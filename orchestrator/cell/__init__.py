@@ -1,0 +1,14 @@
+"""The life of one grid cell, from its validated config to its last epoch:
+
+    run          run_cell(cfg) -> CellResult, request_checkpoint(): the one entry point of a job; supervises the
+                 training process and retries it after a crash
+    worker       `python -m orchestrator.cell.worker CELL_DIR`: the training process, its exit status the answer
+    trainer      the deterministic training loop, NaN rollback (runs in the worker process)
+    checkpoints  atomic, checksummed checkpoints; the newest that verifies is resumed
+    collapse     an epoch back at chance loss or diverging, undone
+    artifacts    what a cell logs beside its metrics: multiplier map, layer profile, curves
+    progress     a progress bar in a terminal, one line per epoch in a log
+    devices      the devices a training process sees; TensorFlow's start without CUDA probe noise
+    energy       NVML and RAPL energy per epoch and per run; missing counters say why
+    run_facts    the run's filterable tags (device, ops build, host, job id) and its dataset input
+"""

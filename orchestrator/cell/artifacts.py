@@ -1,0 +1,99 @@
+"""What a training cell logs to its MLflow run besides metrics: the files of CELL_DIR/artifacts/<part>/, queued
+through the cell's tracker (so a tracking outage loses none of them) and shown by the dashboard under <part>/.
+
+    multiplier/   at the start: the multiplier's error summary and map (ops.describe), its statistics as
+                  mult_*_rel_error metrics at step 0: the dashboard shows what the multiplier does beside what
+                  it did to training
+    profile/      at the start, with profile_layers=true: every AM layer timed against the native one
+                  (models.profile), as markdown and CSV
+    curves/       at the end: the cell's learning curves (report.figures.cell_curves) from its per-epoch metrics
+
+Each part is made once per cell: a resumed attempt finds the part's marker and does not make it again. None of
+them may stop training: a failure is logged as a warning and the cell goes on.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from models import profile
+from ops import describe
+
+from orchestrator.common.cellfiles import ARTIFACTS, write_json
+from orchestrator.config.identity import mult_label
+from orchestrator.config.validate import mult_spec
+from orchestrator.report import figures
+from orchestrator.tracking.tracker import Tracker
+
+log = logging.getLogger(__name__)
+
+MULT_METRIC = "mult_{}_rel_error"  # mult_mean_rel_error, mult_bias_rel_error, ... mult_grid_mean_rel_error
+PROFILE_REPEATS = 10             # timed calls per pass in a cell's profile (the command's default is 20)
+
+
+def part_folder(cell_dir: Path, part: str) -> Path:
+    return Path(cell_dir) / ARTIFACTS / part
+
+
+def done_marker(cell_dir: Path, part: str) -> Path:
+    """Beside the part's folder (not in it: the folder is what the run gets): its files are made and queued."""
+    return Path(cell_dir) / ARTIFACTS / f".{part}.queued"
+
+
+def _once(cell_dir: Path, part: str, tracker: Tracker, make) -> None:
+    """Make the part's files with make(folder), queue them, mark the folder; skip a part already made."""
+    folder = part_folder(cell_dir, part)
+    if done_marker(cell_dir, part).exists():
+        return
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        make(folder)
+    except Exception as e:  # noqa: BLE001 - an artifact is never worth a training run
+        log.warning("cell artifacts %s not made: %s: %s", part, type(e).__name__, e)
+        print(f"[amdnn] {part} artifacts not made: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        return
+    tracker.log_artifacts(folder, part)
+    write_json(done_marker(cell_dir, part), {"part": part})
+
+
+def log_multiplier(cfg: Mapping[str, Any], cell_dir: Path, tracker: Tracker) -> None:
+    """The multiplier's error summary, map and statistics (metrics mult_*); nothing for native."""
+    if cfg["mult"]["name"] == "native":
+        return
+
+    def make(folder: Path) -> None:
+        summary = describe.write(mult_spec(cfg), folder)
+        numbers = {MULT_METRIC.format(key): value for key, value in summary.items() if isinstance(value, float)}
+        tracker.log_metrics(0, numbers, check=MULT_METRIC.format("mean"))
+
+    _once(cell_dir, "multiplier", tracker, make)
+
+
+def log_profile(cfg: Mapping[str, Any], cell_dir: Path, tracker: Tracker, model) -> None:
+    """With profile_layers=true: the per-layer profile of the cell's model at its training batch size."""
+    if not cfg.get("profile_layers") or cfg["mult"]["name"] == "native":
+        return
+
+    def make(folder: Path) -> None:
+        batch = int(cfg["train"]["batch_size"])
+        rows = profile.profile_model(model, batch, PROFILE_REPEATS)
+        heading = profile.title(cfg["model"]["name"], mult_spec(cfg), batch, PROFILE_REPEATS)
+        profile.write(rows, heading, folder / "layer-profile.md")
+        print(profile.markdown(rows, heading), flush=True)
+
+    _once(cell_dir, "profile", tracker, make)
+
+
+def log_curves(cfg: Mapping[str, Any], cell_dir: Path, tracker: Tracker, history: Sequence[Mapping]) -> None:
+    """The cell's learning curves, from the per-epoch metrics it logged (trainer.State.history)."""
+    if not history:
+        return
+
+    def make(folder: Path) -> None:
+        title = (f"{cfg['model']['name']} under {mult_label(cfg)} on {cfg['dataset']['name']}, "
+                 f"seed {cfg['seed']}")
+        figures.save(figures.cell_curves(title, history), folder / "learning-curves.png")
+
+    _once(cell_dir, "curves", tracker, make)

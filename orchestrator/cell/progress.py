@@ -1,0 +1,75 @@
+"""Progress of a training cell: a tqdm bar in a terminal, one plain line per epoch in a batch log, with the cell's
+place in a local sweep (set by orchestrator.sweep.progress through POSITION_VARIABLE) and the time left in the cell.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any, Mapping
+
+POSITION_VARIABLE = "AMDNN_SWEEP_POSITION"   # "3/8": set by a local sweep (sweep.progress)
+
+
+def duration(seconds: float) -> str:
+    """1h02m, 4m10s, 12s."""
+    seconds = int(round(seconds))
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    if seconds >= 60:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds}s"
+
+
+class Progress:
+    def __init__(self, cfg: Mapping[str, Any], epochs: int, steps_per_epoch: int, state: Any):
+        self.label = f"{cfg['model']['name']}/{cfg['mult']['name']}/{cfg['dataset']['name']} s{cfg['seed']}"
+        position = os.environ.get(POSITION_VARIABLE)
+        self.prefix = f"[cell {position}] " if position else ""
+        self.epochs, self.spe = epochs, steps_per_epoch
+        self.epoch_times: list[float] = []   # seconds of each full epoch trained in this process
+        self.t0 = time.monotonic()
+        self.images = 0
+        self.bar = None
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=epochs * steps_per_epoch, initial=state.global_step, desc=self.label,
+                            unit="step", dynamic_ncols=True, file=sys.stderr)
+
+    def step(self, images: int) -> None:
+        self.images += images
+        if self.bar is not None:
+            self.bar.update(1)
+
+    def restart(self, state: Any) -> None:
+        """After a rollback: the bar goes back to the checkpoint's step."""
+        if self.bar is not None:
+            self.bar.n = state.global_step
+            self.bar.refresh()
+
+    def epoch_seconds(self) -> float:
+        """Seconds spent on this epoch in this process (a resumed epoch counts from the resume)."""
+        return time.monotonic() - self.t0
+
+    def epoch_images(self) -> int:
+        """Images trained on in this epoch in this process (with epoch_seconds: images/s)."""
+        return self.images
+
+    def epoch_end(self, state: Any, metrics: Mapping[str, float]) -> None:
+        seconds = self.epoch_seconds()
+        self.epoch_times.append(seconds)
+        left = sum(self.epoch_times) / len(self.epoch_times) * (self.epochs - int(metrics["epoch"]))
+        line = (f"{self.prefix}{self.label} epoch {int(metrics['epoch'])}/{self.epochs} loss {metrics['loss']:.4f} "
+                f"acc {metrics['accuracy']:.4f} test_acc {metrics['test_accuracy']:.4f} lr {metrics['lr']:.3g} "
+                f"{seconds:.1f}s" + (f", about {duration(left)} left in this cell" if left > 0 else ""))
+        if self.bar is not None:
+            self.bar.set_postfix(loss=f"{metrics['loss']:.3f}", test_acc=f"{metrics['test_accuracy']:.3f}")
+        else:
+            print(line, flush=True)  # stdout: the job's log
+        self.t0, self.images = time.monotonic(), 0
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None

@@ -1,0 +1,224 @@
+"""run_cell(cfg) -> CellResult: the one entry point of a grid cell, for the local launcher and cluster jobs alike.
+
+    result = run_cell(cfg)          # validate, find the cell by identity, skip if done, else train (resuming)
+    request_checkpoint()            # from a signal handler or another thread: checkpoint soon, return "preempted"
+
+A cell stopped from outside (SIGTERM to this process where nothing else handles it, as `kill` does to a local sweep,
+or Ctrl-C) stops its training process at its next step (which checkpoints), marks its MLflow run KILLED and exits
+with status 143 (SIGINT: 130); launching the cell again resumes it and marks the run RUNNING again.
+
+The cell trains in a child process (`python -m orchestrator.cell.worker CELL_DIR`) that this process supervises: a crash
+of the child (killed, segfault, bus error, out of memory) is retried from the last good checkpoint up to
+retries.crashes times, and recorded (events.jsonl, MLflow tags). One process runs a cell at a time (a lock in the
+cell's folder); a second launch of a running cell returns status "busy" without touching it.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from orchestrator.cell.worker import ANSWERS, run
+from orchestrator.common import cellfiles, paths
+from orchestrator.config.identity import base_tags, cell_folder, cell_identity, defining_config
+from orchestrator.config.validate import validate
+from orchestrator.tracking.tracker import Tracker, flatten
+
+
+@dataclass
+class CellResult:
+    identity: str
+    name: str
+    cell_dir: str
+    status: str                      # finished | preempted | failed | busy
+    test_accuracy: float | None = None
+    run_id: str | None = None
+    attempts: int = 0                # worker processes started by this call
+    skipped: bool = False            # finished before this call: nothing trained
+    error: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class _CheckpointRequest:
+    """A flag, not an Event: setting an attribute is safe inside a signal handler (no lock to deadlock on)."""
+
+    requested = False
+
+
+_REQUEST = _CheckpointRequest()  # process-wide by nature: one process runs one cell at a time
+
+
+def request_checkpoint() -> None:
+    """Ask the running cell to checkpoint at its next step and return status "preempted". Signal- and thread-safe."""
+    _REQUEST.requested = True
+
+
+def checkpoint_requested() -> bool:
+    return _REQUEST.requested
+
+
+def cell_dir_of(cfg: Any) -> Path:
+    """The folder of the cell `cfg` describes (validated plain config or DictConfig)."""
+    return cell_folder(validate(cfg))
+
+
+def run_cell(cfg: Any, supervise: bool = True) -> CellResult:
+    """Run (or resume, or skip if done) the cell `cfg` describes. Raises ConfigError for an invalid config;
+    every other failure is a CellResult with status "failed".
+
+    supervise=False trains in this process (no crash retry): for debugging and for tests that patch the trainer.
+    """
+    from filelock import FileLock, Timeout
+
+    c = validate(cfg)
+    c.pop("hydra", None)
+    identity = cell_identity(c)
+    cell_dir = cell_folder(c, identity)
+    name = cell_dir.name
+    cell_dir.mkdir(parents=True, exist_ok=True)
+    result = CellResult(identity=identity, name=name, cell_dir=str(cell_dir), status="failed")
+    uri = paths.tracking_uri(c.get("tracking_uri"))
+    tracker = Tracker(uri, c["experiment"], identity, cell_dir, run_name=name, mode=c["tracking_mode"])
+    patience = float(c["tracking_patience_s"])  # default: conf/config.yaml
+
+    lock = FileLock(str(cell_dir / cellfiles.LOCK))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        result.status = "busy"
+        result.error = f"another process is running this cell (lock {cell_dir / cellfiles.LOCK})"
+        return result
+    try:
+        if not (cell_dir / cellfiles.CELL).exists():
+            cellfiles.write_json(cell_dir / cellfiles.CELL, {"identity": identity, "name": name,
+                                                             "defining_config": defining_config(c)})
+        done = cellfiles.read_json(cell_dir / cellfiles.DONE)
+        if done and done.get("identity") == identity:
+            tracker.flush(patience_s=patience, force=True)  # records an outage left queued go now
+            result.status, result.skipped, result.test_accuracy = "finished", True, done.get("test_accuracy")
+            result.run_id = tracker.run_id
+            return result
+        cellfiles.write_json(cell_dir / cellfiles.RUN_CONFIG, c)
+        tracker.start(flatten(c), base_tags(identity, c))  # sent by the worker's first background flush
+        if supervise:
+            _supervise(c, cell_dir, tracker, result)
+        else:
+            cellfiles.event(cell_dir, "start", attempt=1, pid=os.getpid())
+            result.attempts = 1
+            code = run(cell_dir, checkpoint_requested, tracker)
+            result.status = ANSWERS.get(code, "failed")
+        if result.status == "preempted":
+            _REQUEST.requested = False  # honoured
+        done = cellfiles.read_json(cell_dir / cellfiles.DONE)
+        if result.status == "finished" and done:
+            result.test_accuracy = done.get("test_accuracy")
+        elif result.status == "failed" and result.error is None:
+            failures = [e for e in cellfiles.events(cell_dir) if e["event"] == "failed"]
+            result.error = failures[-1].get("error") if failures else "failed"
+        if not tracker.flush(patience_s=patience, force=True):
+            print(f"[amdnn] tracking store {uri} unavailable: records kept in {tracker.queue_path}; they are sent "
+                  f"when this cell is launched again", file=sys.stderr, flush=True)
+        result.run_id = tracker.run_id
+        return result
+    finally:
+        lock.release()
+
+
+def _worker_env() -> dict:
+    env = dict(os.environ)
+    root = str(paths.repo_root())
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's start-up banner would bury the epoch lines
+    return env
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit status {code}"
+
+
+def _terminated(signum, frame) -> None:
+    raise SystemExit(128 + signum)  # unwinds through _supervise, which stops the worker and marks the run KILLED
+
+
+@contextlib.contextmanager
+def _stoppable_by_sigterm():
+    """SIGTERM raises SystemExit here while the cell trains, unless someone else handles it (cluster jobs turn it
+    into a checkpoint request: orchestrator.cluster.preempt)."""
+    mine = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    if mine:
+        signal.signal(signal.SIGTERM, _terminated)
+    try:
+        yield
+    finally:
+        if mine:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _supervise(c: dict, cell_dir: Path, tracker: Tracker, result: CellResult) -> None:
+    """Start the worker; restart it after a crash (bounded); forward checkpoint requests to it."""
+    with _stoppable_by_sigterm():
+        _supervise_worker(c, cell_dir, tracker, result)
+
+
+def _supervise_worker(c: dict, cell_dir: Path, tracker: Tracker, result: CellResult) -> None:
+    limit = int(c["retries"]["crashes"])
+    crashes = 0
+    while True:
+        result.attempts += 1
+        proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cell.worker", str(cell_dir)], env=_worker_env())
+        cellfiles.event(cell_dir, "start", attempt=result.attempts, pid=proc.pid)
+        forwarded = False
+        while True:
+            try:
+                code = proc.wait(timeout=0.2)
+                break
+            except subprocess.TimeoutExpired:
+                if _REQUEST.requested and not forwarded:
+                    proc.send_signal(signal.SIGUSR1)
+                    forwarded = True
+            except BaseException as stop:  # Ctrl-C or SIGTERM (_terminated): do not orphan the worker
+                proc.send_signal(signal.SIGTERM)  # it checkpoints at its next step and leaves
+                try:
+                    proc.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                how = "SIGINT" if isinstance(stop, KeyboardInterrupt) else f"exit {getattr(stop, 'code', '?')}"
+                cellfiles.event(cell_dir, "killed", attempt=result.attempts, how=how)
+                tracker.end("KILLED")
+                tracker.flush(patience_s=5.0, force=True)
+                raise
+        if code in ANSWERS:
+            result.status = ANSWERS[code]
+            return
+        if forwarded:  # killed by the request itself before it could install its handler: its checkpoints stand
+            result.status = "preempted"
+            return
+        crashes += 1
+        how = _describe_exit(code)
+        print(f"[amdnn] training process crashed ({how}); crash {crashes} of at most {limit} retries",
+              file=sys.stderr, flush=True)
+        cellfiles.event(cell_dir, "crash", attempt=result.attempts, how=how)
+        tracker.set_tags({"amdnn.crashes": crashes, "amdnn.last_crash": how})
+        if crashes > limit:
+            result.status = "failed"
+            result.error = f"training process crashed {crashes} times (last: {how}); retries.crashes={limit}"
+            cellfiles.event(cell_dir, "failed", error=result.error)
+            tracker.set_tags({"amdnn.error": result.error})
+            tracker.end("FAILED")
+            return
+        tracker.flush(patience_s=1.0)
+        time.sleep(min(2.0 ** (crashes - 1), 30.0))  # a node in trouble gets a moment before the retry

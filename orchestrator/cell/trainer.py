@@ -1,0 +1,394 @@
+"""The deterministic training loop of one cell: resume, train, checkpoint, roll back NaNs, evaluate, log.
+
+Runs in the worker process (orchestrator.cell.worker); the supervising parent restarts it after a crash. Determinism
+(CPU): data order is a function of (seed, epoch) and the position is exact (epoch, step in epoch); the learning rate
+is a function of the global step; the checkpoint holds every model variable (weights, BatchNorm statistics, Keras
+seed-generator states), every optimizer variable and the running sums of the epoch's metrics; op determinism is on.
+So a run interrupted anywhere and resumed ends bit-identical to one never interrupted.
+
+NaN/inf policy: a step whose loss or gradient norm is not finite rolls the model and optimizer back to the last good
+checkpoint and that global step is skipped from then on (its batch is not trained on; the position and the learning
+rate schedule move on as if it had been). Skipping the batch rather than lowering the learning rate keeps every other
+step identical to the run without the bad batch, is the right cure for a corrupt example, and stays deterministic:
+the skipped steps are stored (CELL_DIR/skips.json, written before the replay) and replayed by any resumed attempt.
+A run that keeps producing NaNs (more than retries.nan_rollbacks rollbacks) fails: its learning rate is too high.
+
+Collapse policy: an epoch whose training loss is back at chance level or far above its best (orchestrator.cell.collapse)
+is neither logged nor kept. The run goes back to the end of the last healthy epoch (a copy of each healthy
+epoch-end checkpoint is kept in CELL_DIR/last-good-epoch/, out of reach of keep_last), the checkpoints after it are
+set aside as collapsed-step-*, and from that step on the learning rate is multiplied by train.collapse.lr_factor.
+The factor and its first step are stored (skips.json, before the replay), so the rate stays a pure function of the
+global step and a resumed run replays the same rates. After train.collapse.rollbacks such rollbacks a further
+collapse fails the cell with the verdict as its reason: a collapsed run is never reported as a finished result.
+"""
+from __future__ import annotations
+
+import io
+import json
+import logging
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+import ops
+from models import build_model, datasets, optim
+from ops.atomic import write_bytes
+
+from orchestrator.cell import artifacts, checkpoints, collapse, energy, run_facts
+from orchestrator.cell.progress import Progress
+from orchestrator.common import paths
+from orchestrator.common.cellfiles import FINAL_WEIGHTS, LAST_GOOD_EPOCH, SKIPS
+from orchestrator.config.validate import mult_spec
+from orchestrator.tracking.system_metrics import SystemSampler
+from orchestrator.tracking.tracker import FINAL_KEY, Tracker
+
+log = logging.getLogger(__name__)
+
+EVAL_BATCH = 256  # evaluation batch size: memory only, results do not depend on it
+
+
+class NanRollbacksExhausted(RuntimeError):
+    """More non-finite steps than retries.nan_rollbacks allows."""
+
+
+class CollapseRollbacksExhausted(NanRollbacksExhausted):
+    """An epoch collapsed (or diverged) after train.collapse.rollbacks rollbacks with a lowered learning rate.
+    A NanRollbacksExhausted: to the worker both are a diverged run that retrying would not cure."""
+
+
+class _Collapsed(Exception):
+    def __init__(self, epoch: int, reason: str):
+        super().__init__(f"epoch {epoch + 1}: {reason}")
+        self.epoch, self.reason = epoch, reason
+
+
+class _NonFinite(Exception):
+    def __init__(self, step: int, loss: float, grad_norm: float):
+        super().__init__(f"non-finite loss {loss} / gradient norm {grad_norm} at global step {step}")
+        self.step = step
+
+
+@dataclass
+class State:
+    """Where the run is; saved in every checkpoint's metadata."""
+    epoch: int = 0                 # current epoch (0-based)
+    step_in_epoch: int = 0         # next step of that epoch
+    global_step: int = 0           # steps done so far (skipped ones included)
+    loss_sum: float = 0.0          # running sums over the current epoch's trained steps
+    correct: int = 0
+    seen: int = 0
+    trained_steps: int = 0
+    history: list = field(default_factory=list)  # per-epoch metric dicts (deterministic keys only)
+
+
+@dataclass
+class Outcome:
+    status: str                    # "finished" or "preempted"
+    test_accuracy: float | None
+    state: State
+
+
+def _skips(cell_dir: Path) -> dict:
+    try:
+        return json.loads((cell_dir / SKIPS).read_text())
+    except (OSError, ValueError):
+        return {"steps": [], "rollbacks": 0}
+
+
+def _variables(model, optimizer) -> list:
+    return [("model", v) for v in model.variables] + [("optimizer", v) for v in optimizer.variables]
+
+
+def _key(owner: str, path: str) -> str:
+    """A variable's name for matching: optimizer paths lose their first part, which Keras numbers per process
+    (sgd/..., sgd_1/...)."""
+    return f"{owner}:{path.split('/', 1)[-1] if owner == 'optimizer' else path}"
+
+
+def _snapshot(model, optimizer) -> tuple[dict, list[dict]]:
+    arrays, described = {}, []
+    for i, (owner, v) in enumerate(_variables(model, optimizer)):
+        arrays[f"v{i:05d}"] = np.asarray(v.numpy())
+        described.append({"owner": owner, "path": v.path, "shape": list(v.shape), "dtype": str(v.dtype)})
+    return arrays, described
+
+
+def _restore(model, optimizer, ckpt: checkpoints.Checkpoint) -> None:
+    variables = _variables(model, optimizer)
+    described = ckpt.meta["variables"]
+    if len(described) != len(variables):
+        raise checkpoints.CheckpointMismatch(
+            f"refusing {ckpt.manifest_path}: it holds {len(described)} variables, this model and optimizer have "
+            f"{len(variables)} (another architecture or optimizer)")
+    for i, ((owner, v), d) in enumerate(zip(variables, described)):
+        array = ckpt.arrays[f"v{i:05d}"]
+        if _key(d["owner"], d["path"]) != _key(owner, v.path) or tuple(array.shape) != tuple(v.shape):
+            raise checkpoints.CheckpointMismatch(
+                f"refusing {ckpt.manifest_path}: variable {i} is {d['path']} {tuple(array.shape)}, this model has "
+                f"{v.path} {tuple(v.shape)}")
+        v.assign(array)
+
+
+class _Run:
+    """One attempt at a cell: its data, model and optimizer, and the steps that move them."""
+
+    def __init__(self, cfg: Mapping[str, Any], identity: str, cell_dir: Path, tracker: Tracker):
+        import keras  # TensorFlow only here, in the training process: the supervising parent imports this module too
+        import tensorflow as tf
+
+        self.cfg, self.cell_dir, self.tracker, self.datasets = cfg, Path(cell_dir), tracker, datasets
+        self.seed, self.train_cfg = int(cfg["seed"]), cfg["train"]
+        keras.utils.set_random_seed(self.seed)
+        tf.config.experimental.enable_op_determinism()
+        self.data = datasets.load(cfg["dataset"]["name"], str(paths.data_dir(cfg.get("data_dir"))))
+        self.batch_size, self.epochs = int(self.train_cfg["batch_size"]), int(self.train_cfg["epochs"])
+        self.spe = datasets.steps_per_epoch(self.data, self.batch_size)
+        self.model = build_model(cfg["model"]["name"], mult_spec(cfg), self.data.input_shape, self.data.num_classes,
+                                 exact_gradients=bool(cfg["mult"].get("exact_gradients", False)), seed=self.seed)
+        self.optimizer = optim.make_optimizer(self.train_cfg)
+        self.optimizer.build(self.model.trainable_variables)
+        self.expect = {"identity": identity, "model": cfg["model"]["name"], "mult": cfg["mult"]["name"],
+                       "dataset": cfg["dataset"]["name"]}
+        self.every = int(cfg["checkpoint"]["every_n_steps"])
+        self.keep = int(cfg["checkpoint"]["keep_last"])
+        self.nan_limit = int(cfg["retries"]["nan_rollbacks"])
+        self.collapse_cfg = self.train_cfg["collapse"]
+        self.skips = _skips(self.cell_dir)
+        self.train_step, self.predict = self._compile(tf, keras)
+        self.progress: Progress | None = None
+        self.simulated = cfg["mult"]["name"] != "native"  # the AM layers' ops count which kernel path they took
+        self.paths_at_epoch_start = self.path_counts()
+        run_facts.record(tracker, self.data, str(paths.data_dir(cfg.get("data_dir"))), self.simulated)
+        self.energy = energy.EnergyMeter(self.cell_dir, uses_gpu=bool(tf.config.list_physical_devices("GPU")))
+        self.energy_tags = self.energy.tags()
+        tracker.set_tags(self.energy_tags)
+
+    def path_counts(self) -> dict[str, int]:
+        if not self.simulated:
+            return {}
+        return ops.path_counts()
+
+    def _compile(self, tf, keras):
+        model, optimizer = self.model, self.optimizer
+        l2 = optim.coupled_l2(self.train_cfg["optimizer"])
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=False)  # the models end in softmax
+
+        @tf.function(jit_compile=False)  # the AM ops have no XLA kernels
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                probs = model(x, training=True)                     # [batch, classes]
+                loss = loss_fn(y, probs)
+                if model.losses:
+                    loss = loss + tf.add_n(model.losses)
+            grads = optim.with_l2(tape.gradient(loss, model.trainable_variables), model.trainable_variables, l2)
+            grad_norm = tf.linalg.global_norm(grads)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(probs, axis=-1), y), tf.int64))
+            return loss, grad_norm, correct
+
+        @tf.function(jit_compile=False)
+        def predict(x):
+            return tf.argmax(model(x, training=False), axis=-1)  # [batch]
+
+        return train_step, predict
+
+    # -- checkpoints --------------------------------------------------------------------------------------------
+    def save(self, state: State, healthy_epoch_end: bool = False) -> None:
+        arrays, described = _snapshot(self.model, self.optimizer)
+        meta = {**self.expect, "state": state.__dict__, "variables": described, "skips": self.skips["steps"],
+                "seed": self.seed, "time": time.time()}
+        checkpoints.save(self.cell_dir, state.global_step, arrays, meta, self.keep)
+        if healthy_epoch_end:  # where a collapse goes back to
+            checkpoints.save(self.cell_dir / LAST_GOOD_EPOCH, state.global_step, arrays, meta, 1)
+
+    def lr_scale(self, step: int) -> float:
+        """The product of the factors of every collapse rollback at or before global step `step`."""
+        return math.prod(r["lr_factor"] for r in self.skips.get("collapses", []) if step >= r["from_step"])
+
+    def learning_rate(self, step: int) -> float:
+        return optim.learning_rate(self.train_cfg, step, self.spe) * self.lr_scale(step)
+
+    def resume(self) -> State | None:
+        """Load the newest checkpoint that verifies (reporting the ones skipped); None if there is none."""
+        ckpt, skipped = checkpoints.latest(self.cell_dir, self.expect)
+        for line in skipped:
+            log.warning("skipped checkpoint: %s", line)
+            print(f"[amdnn] skipped checkpoint: {line}", file=sys.stderr, flush=True)
+        if skipped:
+            self.tracker.set_tags({"amdnn.skipped_checkpoints": " | ".join(skipped)[:4000]})
+        if ckpt is None:
+            return None
+        _restore(self.model, self.optimizer, ckpt)
+        print(f"[amdnn] resumed from {ckpt.manifest_path.name} (epoch {ckpt.meta['state']['epoch']}, "
+              f"global step {ckpt.step})", file=sys.stderr, flush=True)
+        return State(**ckpt.meta["state"])
+
+    # -- training -----------------------------------------------------------------------------------------------
+    def train_epoch(self, state: State, should_stop: Callable[[], bool]) -> bool:
+        """Train the rest of state.epoch, updating `state`; True if stopped on request (checkpoint written)."""
+        import tensorflow as tf
+
+        for step, x, y in self.datasets.batches(self.data, self.batch_size, self.seed, state.epoch,
+                                                start_step=state.step_in_epoch,
+                                                augment=bool(self.cfg["dataset"].get("augment", False))):
+            g = state.global_step
+            if g not in self.skips["steps"]:
+                self.optimizer.learning_rate = self.learning_rate(g)
+                loss, grad_norm, correct = self.train_step(tf.constant(x), tf.constant(y))
+                loss, grad_norm = float(loss), float(grad_norm)
+                if not (math.isfinite(loss) and math.isfinite(grad_norm)):
+                    raise _NonFinite(g, loss, grad_norm)
+                state.loss_sum += loss
+                state.correct += int(correct)
+                state.seen += len(y)
+                state.trained_steps += 1
+            state.step_in_epoch, state.global_step = step + 1, g + 1
+            self.progress.step(len(y))
+            if self.every and state.global_step % self.every == 0 and state.step_in_epoch < self.spe:
+                self.save(state)  # (the epoch's last step is saved by end_epoch, after the metrics)
+            if should_stop():
+                self.save(state)
+                return True
+        return False
+
+    def rollback(self, bad: _NonFinite) -> State:
+        """Record the bad step as skipped, then go back to the last good checkpoint (bounded)."""
+        self.skips["rollbacks"] += 1
+        self.skips["steps"] = sorted(set(self.skips["steps"]) | {bad.step})
+        write_bytes(self.cell_dir / SKIPS, json.dumps(self.skips).encode())  # before the replay: a crash keeps it
+        self.tracker.set_tags({"amdnn.nan_rollbacks": self.skips["rollbacks"],
+                               "amdnn.skipped_steps": ",".join(map(str, self.skips["steps"]))[:4000]})
+        print(f"[amdnn] {bad}: rollback {self.skips['rollbacks']} of at most {self.nan_limit} to the last good "
+              f"checkpoint; step {bad.step} will be skipped", file=sys.stderr, flush=True)
+        if self.skips["rollbacks"] > self.nan_limit:
+            raise NanRollbacksExhausted(f"{bad}; {self.skips['rollbacks']} rollbacks exceed retries.nan_rollbacks="
+                                        f"{self.nan_limit} (learning rate too high, or bad data?)")
+        state = self.resume()
+        assert state is not None  # the step-0 checkpoint at least
+        self.progress.restart(state)
+        return state
+
+    def collapse_rollback(self, bad: _Collapsed) -> State:
+        """Go back to the last healthy epoch end with a lower learning rate from there on (bounded)."""
+        done = self.skips.setdefault("collapses", [])
+        limit, factor = int(self.collapse_cfg["rollbacks"]), float(self.collapse_cfg["lr_factor"])
+        if len(done) >= limit:
+            raise CollapseRollbacksExhausted(f"{bad}; {len(done)} rollback(s) with a lowered learning rate already "
+                                             f"(train.collapse.rollbacks={limit}): learning rate too high?")
+        good, _ = checkpoints.latest(self.cell_dir / LAST_GOOD_EPOCH, self.expect)
+        if good is None:
+            raise CollapseRollbacksExhausted(f"{bad}; no healthy epoch end to go back to")
+        done.append({"epoch": bad.epoch + 1, "from_step": good.step, "lr_factor": factor, "reason": bad.reason})
+        write_bytes(self.cell_dir / SKIPS, json.dumps(self.skips).encode())  # before the replay: a crash keeps it
+        self.tracker.set_tags({"amdnn.collapse_rollbacks": len(done),
+                               "amdnn.lr_scale": f"{self.lr_scale(good.step):.6g}",
+                               "amdnn.last_collapse": str(bad)[:4000]})
+        print(f"[amdnn] {bad}; rollback {len(done)} of at most {limit} to the end of epoch "
+              f"{good.meta['state']['epoch']} (global step {good.step}), learning rate x{factor:g} from there on",
+              file=sys.stderr, flush=True)
+        folder = checkpoints.directory(self.cell_dir)
+        for manifest in sorted(folder.glob("step-*.json")):  # never resumed from again; kept for inspection
+            if int(manifest.stem.split("-")[1]) > good.step:
+                for path in (manifest, manifest.with_suffix(".npz")):  # the manifest first, as checkpoints prunes
+                    if path.exists():
+                        path.replace(path.with_name("collapsed-" + path.name))
+        _restore(self.model, self.optimizer, good)
+        state = State(**good.meta["state"])
+        self.save(state)  # the newest regular checkpoint is the healthy one again
+        self.progress.restart(state)
+        return state
+
+    def test_accuracy(self) -> float:
+        import tensorflow as tf
+
+        x, y = self.data.x_test, self.data.y_test
+        hits = sum(int(np.sum(self.predict(tf.constant(x[i:i + EVAL_BATCH])).numpy() == y[i:i + EVAL_BATCH]))
+                   for i in range(0, len(x), EVAL_BATCH))
+        return hits / len(x)
+
+    def end_epoch(self, state: State) -> State:
+        """Evaluate and log the finished epoch, then checkpoint the start of the next one. The metrics are queued
+        (durably) before the checkpoint moves the position past them: a crash in between repeats the epoch's end,
+        and the tracker logs an epoch's step only once."""
+        seconds, images = self.progress.epoch_seconds(), self.progress.epoch_images()
+        loss = state.loss_sum / max(state.trained_steps, 1)
+        problem = collapse.verdict(loss, [h["loss"] for h in state.history], self.data.num_classes)
+        if problem:
+            raise _Collapsed(state.epoch, problem)
+        metrics = {"epoch": state.epoch + 1,
+                   "loss": loss,
+                   "accuracy": state.correct / max(state.seen, 1),
+                   "test_accuracy": self.test_accuracy(),
+                   "lr": self.learning_rate(state.global_step - 1)}
+        state.history.append(dict(metrics))
+        # GEMM calls and products of the epoch by CPU kernel path (this process's share of it): generic ones on a CPU
+        # with the fast kernels mean operands out of the fast formulas' range (inf/NaN, over/underflowing products);
+        # the products say how much of the work that was (the range is decided per block).
+        paths = self.path_counts()
+        path_metrics = {f"gemm_{key}": paths[key] - self.paths_at_epoch_start.get(key, 0) for key in paths}
+        self.paths_at_epoch_start = paths
+        joules = self.energy.epoch()  # only the counters that answered: a missing one is a tag, never a 0
+        if self.energy.tags() != self.energy_tags:  # a counter stopped answering: its tag says so
+            self.energy_tags = self.energy.tags()
+            self.tracker.set_tags(self.energy_tags)
+        self.tracker.log_epoch(state.global_step, {**metrics, **path_metrics, **joules, "epoch_time_s": seconds,
+                                                   "images_per_s": images / seconds if seconds > 0 else 0.0})
+        self.progress.epoch_end(state, metrics)
+        state = State(epoch=state.epoch + 1, global_step=state.global_step, history=state.history)
+        self.save(state, healthy_epoch_end=True)
+        self.tracker.flush_background()
+        return state
+
+
+def train(cfg: Mapping[str, Any], identity: str, cell_dir: Path, tracker: Tracker,
+          should_stop: Callable[[], bool] = lambda: False) -> Outcome:
+    """Train the cell described by the plain config `cfg` to its last epoch, or until `should_stop()` is true
+    (then a checkpoint is written and the outcome is "preempted")."""
+    run = _Run(cfg, identity, cell_dir, tracker)
+    sampler = None
+    if cfg.get("system_metrics"):  # before the first background flush: both would import mlflow at once
+        sampler = SystemSampler(tracker, cell_dir).start()
+    artifacts.log_multiplier(cfg, run.cell_dir, tracker)
+    artifacts.log_profile(cfg, run.cell_dir, tracker, run.model)
+    state = run.resume()
+    if state is None:
+        state = State()
+        run.save(state)  # step 0: a NaN rollback or a crash before the first checkpoint has something to return to
+    tracker.flush_background()  # the run's start record (status RUNNING) goes out while training starts
+    run.progress = Progress(cfg, run.epochs, run.spe, state)
+    try:
+        while state.epoch < run.epochs:
+            try:
+                if run.train_epoch(state, should_stop):
+                    return Outcome("preempted", None, state)
+                state = run.end_epoch(state)
+            except _NonFinite as bad:
+                state = run.rollback(bad)
+            except _Collapsed as bad:
+                state = run.collapse_rollback(bad)
+    finally:
+        run.progress.close()
+        run.energy.close()
+        if sampler is not None:
+            sampler.stop()
+    final = state.history[-1]["test_accuracy"] if state.history else run.test_accuracy()
+    if state.history:
+        learned_nothing = collapse.final_verdict(final, state.history[-1]["loss"], run.data.num_classes)
+        if learned_nothing:
+            raise CollapseRollbacksExhausted(learned_nothing)
+    save_final_weights(run.model, run.cell_dir / FINAL_WEIGHTS)
+    tracker.log_metrics(state.global_step, {FINAL_KEY: final}, check=FINAL_KEY)
+    artifacts.log_curves(cfg, run.cell_dir, tracker, state.history)
+    return Outcome("finished", final, state)
+
+
+def save_final_weights(model, path: Path) -> None:
+    """The trained model's variables by their Keras paths (fc1/kernel, ...): np.load(path) gives them back."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **{v.path: np.asarray(v.numpy()) for v in model.variables})
+    write_bytes(path, buffer.getvalue())

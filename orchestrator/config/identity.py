@@ -1,0 +1,89 @@
+"""The stable identity of a grid cell: a hash of the config keys that define the run, and nothing else; and the
+names a cell goes by (its folder, its multiplier label, the tags of its MLflow run).
+
+Defining keys: model, mult (a table by its contents, not its path), dataset, seed, train. Paths, the cluster, the
+tracking URI, checkpoint cadence and retry bounds are left out: the same cell launched from a laptop or a cluster,
+by anyone, is the same run, finds the same checkpoints and continues the same MLflow run.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any, Mapping
+
+from ops.multipliers import LUT_NAME, LUT_PREFIX
+
+from orchestrator.common import paths
+from orchestrator.common.cellfiles import job_id
+from orchestrator.config.validate import to_dict
+from orchestrator.tracking.tracker import TAG_CELL, TAG_DEFINING
+
+DEFINING_KEYS = ("model", "mult", "dataset", "seed", "train")
+SEED_KEY = "seed"   # the one defining key whose cells the results table treats as repeats of one experiment
+
+
+def _file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(Path(path).expanduser(), "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def defining_config(cfg: Any) -> dict:
+    """The part of the config the identity hashes (plain data, table path replaced by its content hash)."""
+    c = to_dict(cfg)
+    out = {key: c[key] for key in DEFINING_KEYS}
+    mult = dict(out["mult"])
+    table = mult.pop("table", None)
+    if mult.get("name") == LUT_NAME:
+        mult["table_sha256"] = _file_sha256(table)
+    out["mult"] = mult
+    return out
+
+
+def canonical_json(defining: Mapping[str, Any]) -> str:
+    """The one text of a defining config: what the identity hashes and the MLflow run carries."""
+    return json.dumps(defining, sort_keys=True, separators=(",", ":"))
+
+
+def cell_identity(cfg: Any) -> str:
+    """sha256 hex of the canonical JSON of the defining config."""
+    return hashlib.sha256(canonical_json(defining_config(cfg)).encode()).hexdigest()
+
+
+def without_seed(defining: Mapping[str, Any]) -> dict:
+    """A defining config minus the seed: what the seeds of one experiment share (one cell of the results table)."""
+    return {key: value for key, value in defining.items() if key != SEED_KEY}
+
+
+def cell_name(cfg: Mapping[str, Any], identity: str | None = None) -> str:
+    """A readable, unique folder name: model_mult_dataset_sSEED_<first 12 hex of the identity>."""
+    c = to_dict(cfg)
+    identity = identity or cell_identity(c)
+    return f"{c['model']['name']}_{c['mult']['name']}_{c['dataset']['name']}_s{c['seed']}_{identity[:12]}"
+
+
+def cell_folder(cfg: Mapping[str, Any], identity: str | None = None) -> Path:
+    """The cell's folder: checkpoint_root/cell_name. The one place that says where a cell's files live."""
+    c = to_dict(cfg)
+    return paths.checkpoint_root(c.get("checkpoint_root")) / cell_name(c, identity)
+
+
+def mult_label(cfg: Mapping[str, Any]) -> str:
+    """The multiplier as the results table names it: the mode, or lut:<table file name>."""
+    mult = cfg["mult"]
+    return LUT_PREFIX + os.path.basename(str(mult["table"])) if mult["name"] == LUT_NAME else str(mult["name"])
+
+
+def base_tags(identity: str, cfg: Mapping[str, Any]) -> dict[str, str]:
+    """The tags a cell's MLflow run starts with: what status, the report and the resume cron find it by."""
+    tags = {TAG_CELL: identity, "amdnn.model": cfg["model"]["name"], "amdnn.mult": mult_label(cfg),
+            "amdnn.dataset": cfg["dataset"]["name"], "amdnn.seed": str(cfg["seed"]), "amdnn.host": socket.gethostname(),
+            TAG_DEFINING: canonical_json(defining_config(cfg))}
+    if job_id():
+        tags["amdnn.job_id"] = job_id()  # type: ignore[assignment]
+    return tags

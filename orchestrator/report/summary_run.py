@@ -1,0 +1,63 @@
+"""The summary run of an experiment: one MLflow run, named "report", that carries the latest report as artifacts, so
+the dashboard shows the table, its heatmaps and curves beside the cells' runs.
+
+It is found by its tag (TAG_SUMMARY), never by a cell identity, so the results table, status and the resume cron,
+which read runs with an amdnn.cell tag, never count it as a cell. Each publication replaces the files of the same
+names under report/ and logs how many cells had finished (cells_finished, cells_total) at an increasing step.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Sequence
+
+from orchestrator.common import paths
+from orchestrator.report.table import Row
+
+TAG_SUMMARY = "amdnn.summary"
+SUMMARY_VALUE = "report"
+RUN_NAME = "report"
+ARTIFACT_DIR = "report"
+DESCRIPTION = ("The experiment's results table (report/report.html, .md, .csv), its heatmaps and learning curves, "
+               "written by `python -m orchestrator.report`, at the end of a local sweep and by the resume cron when "
+               "a grid's last cell finishes.")
+
+
+def find_summary_run(client, experiment_id: str):
+    runs = client.search_runs([experiment_id], filter_string=f"tags.`{TAG_SUMMARY}` = '{SUMMARY_VALUE}'",
+                              order_by=["attributes.start_time ASC"], max_results=1)
+    return runs[0] if runs else None
+
+
+def _experiment_id(client, experiment: str, uri: str) -> str:
+    exp = client.get_experiment_by_name(experiment)
+    if exp is not None:
+        return exp.experiment_id
+    try:
+        return client.create_experiment(experiment, artifact_location=paths.artifact_location(uri))
+    except Exception:  # created by a cell a moment ago
+        exp = client.get_experiment_by_name(experiment)
+        if exp is None:
+            raise
+        return exp.experiment_id
+
+
+def publish(uri: str, experiment: str, report_dir: str | Path, rows: Sequence[Row]) -> str:
+    """Log every file of report_dir under report/ of the experiment's summary run (made on first use); its id."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    experiment_id = _experiment_id(client, experiment, uri)
+    run = find_summary_run(client, experiment_id)
+    if run is None:
+        run = client.create_run(experiment_id, run_name=RUN_NAME,
+                                tags={TAG_SUMMARY: SUMMARY_VALUE, "mlflow.note.content": DESCRIPTION})
+    run_id = run.info.run_id
+    client.log_artifacts(run_id, str(report_dir), artifact_path=ARTIFACT_DIR)
+    step = len(client.get_metric_history(run_id, "cells_total"))
+    finished = sum(r.status == "FINISHED" and r.test_accuracy is not None for r in rows)
+    now = int(time.time() * 1000)
+    client.log_metric(run_id, "cells_finished", finished, timestamp=now, step=step)
+    client.log_metric(run_id, "cells_total", len(rows), timestamp=now, step=step)
+    client.set_terminated(run_id, status="FINISHED")
+    return run_id

@@ -1,0 +1,231 @@
+"""The results table: final test accuracy of every cell, model x multiplier, read back from MLflow (what
+`python -m orchestrator.report` prints; report.files writes it as files).
+
+One table per data set; rows in the model registry's order, columns in ops.names() order (tables last). A table cell
+holds one experiment: the runs whose defining config (orchestrator.config.identity) is the same but for the seed,
+shown as their mean, with the spread and count. Runs that differ in anything else are never averaged together: where two
+experiments would share a row and a column, the labels show the settings that tell them apart
+(`am16 mult.exact_gradients=true`; a table's content hash, `lut:MBM_7.bin#1a2b3c4d`, where two tables share a file
+name). A cell that has not finished shows its state (running, failed, killed, -) instead of a number.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from ops.multipliers import LUT_NAME
+
+from orchestrator.config.identity import DEFINING_KEYS, SEED_KEY, without_seed
+from orchestrator.config.validate import model_names, mult_names
+from orchestrator.tracking.reads import cell_runs
+from orchestrator.tracking.tracker import FINAL_KEY, TAG_CELL, TAG_DEFINING, flatten
+
+TABLE_HASH = "mult.table_sha256"   # the setting key of a table's contents (identity.defining_config)
+HASH_SHOWN = 8                     # hex digits of a table's hash in a label: enough to tell a grid's tables apart
+
+
+@dataclass
+class Row:
+    identity: str
+    model: str
+    mult: str
+    dataset: str
+    seed: str
+    status: str                    # MLflow run status: FINISHED, RUNNING, FAILED, KILLED, or MISSING (no run yet)
+    test_accuracy: float | None
+    run_id: str | None
+    # The defining config minus the seed, flattened ({"train.epochs": "15", ...}): equal settings = seeds of one
+    # experiment. Empty where nothing is known (then rows group by model and multiplier label alone).
+    setting: dict[str, str] = field(default_factory=dict)
+
+
+def setting_of(defining: Mapping[str, Any]) -> dict[str, str]:
+    """The setting of a defining config (identity.defining_config): without the seed, flattened to strings."""
+    return flatten(without_seed(defining))
+
+
+def _setting_of_run(tags: Mapping[str, str], params: Mapping[str, str]) -> dict[str, str]:
+    text = tags.get(TAG_DEFINING)
+    if text:
+        try:
+            return setting_of(json.loads(text))
+        except ValueError:
+            pass
+    # A run logged before the tag existed: the same keys from its params, a table by its path (not its contents).
+    setting = {k: v for k, v in params.items() if k.split(".")[0] in DEFINING_KEYS and k != SEED_KEY}
+    if setting.get("mult.name") != LUT_NAME:
+        setting.pop("mult.table", None)
+    return setting
+
+
+def collect(uri: str, experiment: str, identities: Iterable[str] | None = None) -> list[Row]:
+    """One Row per cell run in `experiment` (only those of `identities` if given; missing ones as MISSING): the
+    newest run of each identity."""
+    wanted = list(identities) if identities is not None else None
+    rows: dict[str, Row] = {}
+    for run in cell_runs(uri, experiment):
+        tags = run.tags
+        identity = tags.get(TAG_CELL, "")
+        if wanted is not None and identity not in wanted or identity in rows:
+            continue
+        rows[identity] = Row(identity, tags.get("amdnn.model", "?"), tags.get("amdnn.mult", "?"),
+                             tags.get("amdnn.dataset", "?"), tags.get("amdnn.seed", "?"), run.status,
+                             run.metrics.get(FINAL_KEY), run.run_id, _setting_of_run(tags, run.params))
+    return list(rows.values())
+
+
+def missing_rows(cells: Sequence[dict], found: Iterable[Row]) -> list[Row]:
+    """Rows for cells (dicts with identity, model, mult, dataset, seed, and defining: the defining config) that have
+    no MLflow run yet."""
+    have = {row.identity for row in found}
+    return [Row(c["identity"], c["model"], c["mult"], c["dataset"], str(c["seed"]), "MISSING", None, None,
+                setting_of(c["defining"]) if c.get("defining") else {})
+            for c in cells if c["identity"] not in have]
+
+
+def _order(values: set[str], preferred: Sequence[str]) -> list[str]:
+    return [v for v in preferred if v in values] + sorted(values - set(preferred))
+
+
+def finished_accuracies(rows: Sequence[Row]) -> list[float]:
+    """The final test accuracies of the finished runs among `rows` (one table cell's seeds)."""
+    return [r.test_accuracy for r in rows if r.status == "FINISHED" and r.test_accuracy is not None]
+
+
+def cell_mean(rows: Sequence[Row]) -> float | None:
+    """The number a table cell stands for (the mean over its finished seeds), None while none has finished."""
+    done = finished_accuracies(rows)
+    return statistics.fmean(done) if done else None
+
+
+def cell_text(rows: Sequence[Row]) -> str:
+    done = finished_accuracies(rows)
+    if done:
+        mean = statistics.fmean(done)
+        if len(done) == 1:
+            return f"{mean:.4f}"
+        return f"{mean:.4f} ± {statistics.stdev(done):.4f} (n={len(done)})"
+    states = {r.status for r in rows}
+    for state, text in (("RUNNING", "running"), ("FAILED", "failed"), ("KILLED", "killed"), ("MISSING", "-")):
+        if state in states:
+            return text
+    return "-"
+
+
+# An experiment: (model, multiplier label, setting as sorted items). Its runs are seeds of one another.
+Experiment = tuple[str, str, tuple[tuple[str, str], ...]]
+
+
+def _experiments(rows: Sequence[Row]) -> dict[Experiment, list[Row]]:
+    groups: dict[Experiment, list[Row]] = defaultdict(list)
+    for r in rows:
+        groups[(r.model, r.mult, tuple(sorted(r.setting.items())))].append(r)
+    return groups
+
+
+def _differing(experiments: Iterable[Experiment]) -> dict[tuple[str, str], set[str]]:
+    """Per (model, multiplier label): the setting keys in which its experiments differ, which the labels must show
+    so that they do not share a table cell."""
+    buckets: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for model, mult, setting in experiments:
+        buckets[(model, mult)].append(dict(setting))
+    return {bucket: {key for key in set().union(*settings) if len({s.get(key) for s in settings}) > 1}
+            for bucket, settings in buckets.items()}
+
+
+def _value(text: str | None) -> str:
+    """A setting's value as an override writes it (the flattened config holds Python's str())."""
+    return {None: "-", "True": "true", "False": "false", "None": "null"}.get(text, text)  # type: ignore[arg-type]
+
+
+def _sort_key(text: str | None) -> tuple:
+    """Numbers in numeric order (lr 0.01 < 0.2 < 10), before any other value in text order."""
+    try:
+        return (0, float(text), "")  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return (1, 0.0, str(text))
+
+
+def _label(base: str, setting: Mapping[str, str], keys: Sequence[str]) -> str:
+    shown = [base + (f"#{setting[TABLE_HASH][:HASH_SHOWN]}" if TABLE_HASH in keys and TABLE_HASH in setting else "")]
+    return " ".join(shown + [f"{k}={_value(setting.get(k))}" for k in keys if k != TABLE_HASH])
+
+
+def grid(rows: Sequence[Row], model_order: Sequence[str] = (), mult_order: Sequence[str] = ()) \
+        -> tuple[list[str], list[tuple[str, list[list[Row]]]]]:
+    """One data set's table: the column labels and, per row label, the runs of each cell. Two experiments never
+    share a cell: the model's own differing settings go into the row label, every other one into the column label."""
+    groups = _experiments(rows)
+    row_keys: dict[str, set[str]] = defaultdict(set)      # model -> the model.* keys its rows show
+    column_keys: dict[str, set[str]] = defaultdict(set)   # multiplier label -> the other keys its columns show
+    for (model, mult), keys in _differing(groups).items():
+        row_keys[model] |= {k for k in keys if k.startswith("model.") and k != "model.name"}
+        column_keys[mult] |= {k for k in keys if not k.startswith("model.") and k not in ("mult.name", "dataset.name")}
+    models, mults = _order({m for m, _, _ in groups}, model_order), _order({m for _, m, _ in groups}, mult_order)
+    cells: dict[tuple[str, str], list[Row]] = {}
+    row_labels: dict[str, tuple] = {}
+    column_labels: dict[str, tuple] = {}
+    for (model, mult, items), runs in groups.items():
+        setting = dict(items)
+        shown_row, shown_column = sorted(row_keys[model]), sorted(column_keys[mult])
+        row, column = _label(model, setting, shown_row), _label(mult, setting, shown_column)
+        row_labels[row] = (models.index(model), tuple(_sort_key(setting.get(k)) for k in shown_row))
+        column_labels[column] = (mults.index(mult), tuple(_sort_key(setting.get(k)) for k in shown_column))
+        assert (row, column) not in cells, f"two experiments labelled {row} x {column}"
+        cells[(row, column)] = runs
+    rows_out = sorted(row_labels, key=row_labels.__getitem__)
+    columns = sorted(column_labels, key=column_labels.__getitem__)
+    return columns, [(row, [cells.get((row, column), []) for column in columns]) for row in rows_out]
+
+
+def orders() -> tuple[list[str], list[str]]:
+    """The registries' orders of models and multipliers: the rows' and columns' order in every table."""
+    try:
+        return model_names(), mult_names()
+    except Exception:  # noqa: BLE001 - a report must print even where models/ops cannot be imported
+        return [], []
+
+
+def grids(rows: Sequence[Row]) -> list[tuple[str, list[str], list[tuple[str, list[list[Row]]]]]]:
+    """(data set, column labels, [(row label, the runs of each cell)]) for each data set, in name order: what
+    every form of the report (markdown, CSV, HTML, heatmap) shows."""
+    model_order, mult_order = orders()
+    return [(dataset, *grid([r for r in rows if r.dataset == dataset], model_order, mult_order))
+            for dataset in sorted({r.dataset for r in rows})]
+
+
+def tables(rows: Sequence[Row]) -> list[tuple[str, list[str], list[tuple[str, list[str]]]]]:
+    """(data set, column labels, [(row label, cell texts)]) for each data set, in name order."""
+    return [(dataset, columns, [(row, [cell_text(runs) for runs in cells]) for row, cells in body])
+            for dataset, columns, body in grids(rows)]
+
+
+def markdown(rows: Sequence[Row]) -> str:
+    """Markdown tables (one per data set) of final test accuracy, model x multiplier."""
+    if not rows:
+        return "(no runs found)"
+    out = []
+    for dataset, columns, body in tables(rows):
+        lines = [f"| Final test accuracy ({dataset}) | " + " | ".join(columns) + " |",
+                 "|---|" + "---|" * len(columns)]
+        lines += [f"| {row} | " + " | ".join(cells) + " |" for row, cells in body]
+        out.append("\n".join(lines))
+    return "\n\n".join(out)
+
+
+def to_csv(rows: Sequence[Row]) -> str:
+    """One line per cell run: model, mult, dataset, seed, status, test_accuracy, run_id, identity, and its setting
+    (the defining config but the seed, as JSON: lines with equal settings are seeds of one experiment)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["model", "mult", "dataset", "seed", "status", "test_accuracy", "run_id", "identity", "setting"])
+    for r in sorted(rows, key=lambda r: (r.dataset, r.model, r.mult, sorted(r.setting.items()), r.seed)):
+        writer.writerow([r.model, r.mult, r.dataset, r.seed, r.status,
+                         "" if r.test_accuracy is None else repr(r.test_accuracy), r.run_id or "", r.identity,
+                         json.dumps(r.setting, sort_keys=True)])
+    return buffer.getvalue()

@@ -1,0 +1,106 @@
+"""Hydra callbacks of a sweep: check every cell before the first one runs; print the results table at the end.
+
+Configured in conf/config.yaml (hydra.callbacks.amdnn), so they run in the launching process whatever the launcher:
+a local sweep, or a cluster sweep that only submits (whose table then shows the cells still queued as "-"). At the
+end the sweep's report files (orchestrator.report.files) go into the sweep folder, and a local sweep, whose cells
+have run, logs the experiment's report to its summary run in MLflow (a cluster grid's is logged by the resume cron
+when its last cell finishes).
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from orchestrator.common import paths
+from orchestrator.config.identity import cell_identity, defining_config, mult_label
+from orchestrator.config.validate import ConfigError, validate
+from orchestrator.report.files import publish_experiment, write_report
+from orchestrator.report.table import collect, markdown, missing_rows
+from orchestrator.schedulers.limits import sweep_problems
+from orchestrator.sweep.progress import SweepProgress
+from orchestrator.tracking.importer import import_for
+
+log = logging.getLogger(__name__)
+
+
+def sweep_overrides(config: DictConfig) -> list[list[str]]:
+    """The override list of every job of the sweep, as Hydra's basic sweeper expands the command line."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+    return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+
+
+def cells_of_sweep(config: DictConfig) -> list[dict]:
+    """Compose and validate every cell of the sweep; raise ConfigError naming the first bad cell's overrides."""
+    from hydra import compose
+
+    cells = []
+    for overrides in sweep_overrides(config):
+        cfg = compose(config_name=config.hydra.job.config_name, overrides=overrides)
+        try:
+            c = validate(cfg)
+        except ConfigError as e:
+            raise ConfigError(f"sweep cell {' '.join(overrides) or '(defaults)'}: {e}") from None
+        cells.append({"identity": cell_identity(c), "model": c["model"]["name"], "mult": mult_label(c),
+                      "dataset": c["dataset"]["name"], "seed": c["seed"], "defining": defining_config(c),
+                      "cluster": c["cluster"], "epochs": c["train"]["epochs"]})
+    return cells
+
+
+class SweepCallbacks(Callback):
+    def __init__(self) -> None:
+        self.cells: list[dict] | None = None
+        self.progress = None  # a SweepProgress, for sweeps whose cells run in this process (cluster=local)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        # Before anything is trained or submitted: one bad value anywhere in the grid stops the whole sweep.
+        # SystemExit, because Hydra turns a callback's exceptions into warnings and carries on.
+        try:
+            self.cells = cells_of_sweep(config)
+        except ConfigError as e:
+            print(f"[amdnn] sweep refused, nothing launched: {e}", file=sys.stderr, flush=True)
+            raise SystemExit(2) from None
+        problems = sweep_problems(c["cluster"] for c in self.cells)
+        if problems:  # a job no node can run would pend for ever: say so before anything is submitted
+            print("[amdnn] sweep refused, nothing submitted:\n  - " + "\n  - ".join(problems), file=sys.stderr,
+                  flush=True)
+            raise SystemExit(2)
+        print(f"[amdnn] sweep of {len(self.cells)} cell(s), all valid", flush=True)
+        if not any(c["cluster"].get("scheduler") for c in self.cells):
+            self.progress = SweepProgress(self.cells)
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if self.progress is not None:  # in a cluster job this object is new: no progress there
+            print(self.progress.start(int(config.hydra.job.num)), flush=True)
+
+    def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:
+        if self.progress is not None:
+            value = getattr(job_return, "_return_value", None)
+            self.progress.end(value if isinstance(value, dict) else None)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        uri = paths.tracking_uri(config.get("tracking_uri"))
+        try:
+            import_for([uri])
+            rows = collect(uri, config.experiment, [c["identity"] for c in self.cells or []] or None)
+            rows += missing_rows(self.cells or [], rows)
+        except Exception as e:  # noqa: BLE001 - the sweep itself went through; say why there is no table
+            print(f"[amdnn] cannot read results from {uri}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+            return
+        print(f"\n{markdown(rows)}\n", flush=True)
+        sweep_dir = Path(config.hydra.sweep.dir)
+        try:
+            written = write_report(rows, sweep_dir, config.experiment, uri)
+            print(f"[amdnn] also in {sweep_dir}: {', '.join(p.name for p in written)}", flush=True)
+            if config.cluster.get("scheduler") is None:  # a local sweep has finished its cells: publish them
+                _, _, run_id = publish_experiment(uri, config.experiment, cells=self.cells or [])
+                print(f"[amdnn] the experiment's report is logged to MLflow run {run_id} (\"report\")", flush=True)
+        except Exception as e:  # noqa: BLE001 - the sweep itself went through and its table is printed above
+            print(f"[amdnn] report files not written: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
