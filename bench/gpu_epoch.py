@@ -6,7 +6,7 @@
 The project's own Keras models (models.build_model) train as a cell would: 50,000 images 32x32x3 and 10 classes
 (synthetic, made on the GPU: the time of a step does not depend on pixel values), batch 128 (390 full steps, the
 last partial batch dropped as models.datasets does), the CIFAR recipe of conf/train/cifar.yaml (SGD momentum 0.9,
-lr 0.1 on a cosine schedule, coupled L2 5e-4 added to every gradient, orchestrator.optim.with_l2), every product of
+lr 0.1 on a cosine schedule, coupled L2 5e-4 added to every gradient, models.optim.with_l2), every product of
 every AM layer forward and backward through the multiplier (ops.keras_ops -> ops.torch_ops -> the CUDA kernels).
 The pad-and-crop / flip augmentation is left out: it is the same per-batch cost in every mode and would only shift
 the ratios towards 1.
@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.cifar_recipe import RECIPE  # noqa: E402
 from models import build_model  # noqa: E402
-from orchestrator import optim  # noqa: E402
+from models import optim  # noqa: E402
 
 IMAGES, SHAPE, CLASSES = 50_000, (32, 32, 3), 10
 WARMUP_STEPS = 5

@@ -36,9 +36,9 @@ def _cell_params(index: int) -> tuple[dict, dict]:
     """A real cell's params and tags (LeNet-300-100 under am16, seed `index`), composed from conf/."""
     from hydra import compose, initialize_config_dir
 
-    from orchestrator.config import validate
-    from orchestrator.identity import cell_identity
-    from orchestrator.tracking import base_tags, flatten
+    from orchestrator.config.identity import base_tags, cell_identity
+    from orchestrator.config.validate import validate
+    from orchestrator.tracking.tracker import flatten
 
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         c = validate(compose(config_name="config", overrides=[f"seed={index}"]))
@@ -54,7 +54,7 @@ def _epoch_lines(first: int, count: int, time_ms: int) -> list[str]:
 
 def write_grid(root: Path, cells: int, epochs: int) -> tuple[str, list[Path]]:
     """The store's register, every cell's queue and done.json, and the grid record (state/) of `cells` cells."""
-    from orchestrator.tracking_queue import register
+    from orchestrator.tracking.queue import register
 
     uri = f"sqlite:///{root / 'mlflow.db'}"
     params, tags = _cell_params(0)
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     root = args.out or Path(tempfile.mkdtemp(prefix="amdnn-tracking-bench-"))
     root.mkdir(parents=True, exist_ok=True)
     uri, folders = write_grid(root, args.cells, args.epochs)
-    importer = [sys.executable, "-m", "orchestrator.tracking_import", "--tracking-uri", uri]
+    importer = [sys.executable, "-m", "orchestrator.tracking.importer", "--tracking-uri", uri]
     results = []
     records = args.cells * (args.epochs + 3)
     seconds, out = timed(importer)
