@@ -2,7 +2,7 @@
 
 The per-op benchmark (bench/ops_benchmark.py) times whole TensorFlow ops against oneDNN on a shared machine, where
 single shapes swing by 2x; this times the GEMM alone on one thread, best of several repeats, which is steady enough
-to compare two versions of a kernel. Each level is compiled with the flags ops/build.py uses for it; every result is
+to compare two versions of a kernel. Each level is compiled with the flags ops/build/common.py gives it; every result is
 first checked bit for bit against the scalar definitions (multiplier.h) before it is timed.
 
     python -m bench.gemm_rate [--levels x86-64-v4-vbmi,x86-64-v4,x86-64-v3] [--modes acc32,am16,lut]
@@ -17,10 +17,11 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ops.build import COMMON_FLAGS, SOURCE_DIR, X86_TARGETS, cpu_flags
+import ops
+from ops.build.common import SOURCE_DIR, X86_TARGETS, cpu_flags, cxx_flags
 
 HERE = Path(__file__).resolve().parent
-MODES = ("acc32", "acc16", "fp16", "am32", "am16", "mit32", "mit16", "lut")
+MODES = (*ops.names(include_native=False), "lut")  # the registry's modes; "lut" times the table kernel
 LUT = HERE.parent / "tests" / "data" / "approxtrain-luts" / "ACC_7.bin"  # the table ops_benchmark times lut with
 
 
@@ -31,7 +32,7 @@ def build(level: str, out_dir: Path) -> Path:
     missing = target[1] - cpu_flags()
     if missing:
         raise SystemExit(f"{level} needs CPU features this CPU lacks: {', '.join(sorted(missing))}")
-    flags = [f for f in COMMON_FLAGS if f not in ("-shared", "-fPIC")] + target[2]
+    flags = cxx_flags() + target[2]
     binary = out_dir / f"gemm_rate-{level}"
     cxx = os.environ.get("CXX", "g++")
     subprocess.run([cxx, "-std=c++17", *flags, str(HERE / "gemm_rate.cc"), str(SOURCE_DIR / "gemm_cpu.cc"),

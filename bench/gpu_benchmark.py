@@ -25,7 +25,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ops import torch_ops  # noqa: E402
-from ops.multipliers import names  # noqa: E402
+from ops.modes.multipliers import names  # noqa: E402
 from ops.selftest_frameworks import cuda_median_ms as median_ms  # noqa: E402
 
 BATCH = 128

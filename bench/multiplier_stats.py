@@ -1,8 +1,8 @@
 """Regenerate docs/multipliers.md: the table of multiplier modes with the measured error of one product.
 
-Reads the registry (ops.multipliers.MODES) and the error statistics of the numpy reference (ops.error_stats, also
-what `python -m ops.describe` prints), so a new mode appears in the docs by adding it to the registry. Run from the
-repository root:
+Reads the registry (ops.modes.multipliers.MODES) and the error statistics of the numpy reference
+(ops.modes.error_stats, what `python -m ops.describe` prints), so a new mode appears in the docs by adding it to the
+registry. Run from the repository root:
 
     python -m bench.multiplier_stats            # rewrite docs/multipliers.md
     python -m bench.multiplier_stats --check    # exit 1 if docs/multipliers.md is out of date
@@ -14,8 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ops.error_stats import OPERANDS, SEED, error_stats
-from ops.multipliers import LUT_DESCRIPTION, LUT_PATTERN, MODES
+from ops.modes.error_stats import OPERANDS, SEED, error_stats
+from ops.modes.multipliers import LUT_DESCRIPTION, LUT_PATTERN, MODES
 
 DOC_PATH = Path(__file__).resolve().parents[1] / "docs" / "multipliers.md"
 

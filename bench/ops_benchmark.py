@@ -29,7 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 import ops
-from ops import reference
+from ops.modes import reference
 from ops.build import build
 
 # name: (input NHWC, filter HWIO) — ResNet-18 CIFAR 3x3 convs, stride 1, one per stage

@@ -7,6 +7,8 @@ layer is cloned from its config. The result is not compiled.
 
 import keras
 
+from ops import NATIVE
+
 from models import layers
 
 _WEIGHT_LAYERS = (keras.layers.Conv2D, keras.layers.Dense)  # AMConv2D / AMDense are subclasses
@@ -22,7 +24,7 @@ def _layer_for(layer, multiplier, exact_gradients):
         native, am = keras.layers.Dense, layers.AMDense
         if getattr(layer, "lora_enabled", False) or getattr(layer, "quantization_mode", None):
             raise ValueError(f"layer {layer.name!r} uses LoRA or quantization; convert_model handles plain Dense only")
-    if multiplier == layers.NATIVE:
+    if multiplier == NATIVE:
         return native.from_config(config)
     try:
         return am.from_config({**config, "multiplier": multiplier, "exact_gradients": exact_gradients})
@@ -32,7 +34,7 @@ def _layer_for(layer, multiplier, exact_gradients):
 
 def convert_model(model, multiplier, exact_gradients=False):
     """A copy of `model` whose Conv2D/Dense layers multiply with `multiplier`, holding the same weight values."""
-    if multiplier != layers.NATIVE:
+    if multiplier != NATIVE:
         layers.check_multiplier(multiplier)
 
     def clone(layer):

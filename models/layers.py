@@ -13,9 +13,7 @@ for a model that contains them (jit_compile="auto" resolves to False, jit_compil
 import keras
 
 import ops
-from ops import keras_ops
-
-from models.registry import NATIVE
+from ops import NATIVE, keras_ops
 
 
 def check_multiplier(multiplier):

@@ -19,11 +19,20 @@ The layers run on the backend's default device: the first GPU where the framewor
 """
 
 import argparse
+import csv
+import io
+import platform
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
+
+from ops import NATIVE
+
+from models.datasets import DATASETS
+from models.registry import MODELS, build_model
 
 WARMUP = 2
 REPEATS = 20
@@ -35,7 +44,7 @@ COLUMNS = ("layer", "kind", "input", "kernel", "mults_per_forward", "device",
 
 def am_layers(model):
     """The model's AMConv2D and AMDense layers, in model order."""
-    from models.layers import AMConv2D, AMDense
+    from models.layers import AMConv2D, AMDense  # here, not at the top: `--help` loads no Keras or TensorFlow
 
     return [layer for layer in model.layers if isinstance(layer, (AMConv2D, AMDense))]
 
@@ -44,7 +53,7 @@ def native_twin(layer, input_shape):
     """Keras' own Conv2D or Dense with the AM layer's configuration and weights."""
     import keras
 
-    from models.layers import AMConv2D
+    from models.layers import AMConv2D  # here, not at the top: `--help` loads no Keras or TensorFlow
 
     config = {k: v for k, v in layer.get_config().items() if k not in ("multiplier", "exact_gradients")}
     twin = (keras.layers.Conv2D if isinstance(layer, AMConv2D) else keras.layers.Dense).from_config(config)
@@ -181,9 +190,6 @@ def markdown(rows: list[dict], title: str) -> str:
 
 
 def csv_text(rows: list[dict]) -> str:
-    import csv
-    import io
-
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=COLUMNS)
     writer.writeheader()
@@ -192,16 +198,12 @@ def csv_text(rows: list[dict]) -> str:
 
 
 def title(model_name: str, multiplier: str, batch_size: int, repeats: int) -> str:
-    import platform
-
     return (f"Per-layer time of {model_name} under {multiplier} against the native layers: batch {batch_size}, "
             f"median of {repeats} calls, {platform.node()}, {time.strftime('%Y-%m-%d %H:%M %Z')}")
 
 
 def write(rows: list[dict], heading: str, path) -> list:
     """The table as markdown at `path` and as CSV beside it; the two paths."""
-    from pathlib import Path
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(markdown(rows, heading))
@@ -210,9 +212,6 @@ def write(rows: list[dict], heading: str, path) -> list:
 
 
 def main(argv=None) -> int:
-    from models.datasets import DATASETS
-    from models.registry import MODELS, NATIVE
-
     parser = argparse.ArgumentParser(prog="python -m models.profile", description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help=", ".join(MODELS))
     parser.add_argument("--mult", required=True, help="a mode of ops.names() but native, or lut:<file>")
@@ -227,7 +226,6 @@ def main(argv=None) -> int:
         parser.error("--mult native has no AM layers to time; pick the multiplier to compare with native, e.g. am16")
     if args.batch_size < 1 or args.repeats < 1:
         parser.error("--batch-size and --repeats must be at least 1")
-    from models.registry import build_model
 
     spec = DATASETS[args.dataset]
     try:

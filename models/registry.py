@@ -6,9 +6,9 @@ imported on the first build, so reading the names (every launch validates its co
 
 import importlib
 
-from models.resnet_depths import DEPTHS
+from ops import NATIVE
 
-NATIVE = "native"
+from models.resnet_depths import DEPTHS
 
 # name -> (module, builder, leading arguments): builder(*arguments, maker, input_shape, num_classes) -> keras.Model
 MODELS = {
@@ -31,7 +31,8 @@ def build_model(name, multiplier, input_shape, num_classes, exact_gradients=Fals
     loss is sparse categorical cross-entropy with from_logits=False. Initial weights depend only on `seed`.
     Compile a model with AM layers with jit_compile=False (its ops cannot be compiled by XLA).
     """
-    from models import layers  # noqa: PLC0415  (TensorFlow: only when a model is built)
+    # Here, not at the top: these import Keras and TensorFlow, which reading MODELS (every launch) does not need.
+    from models import layers  # noqa: PLC0415
     from models.layer_maker import LayerMaker  # noqa: PLC0415
 
     if name not in MODELS:

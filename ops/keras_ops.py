@@ -4,10 +4,10 @@
     keras_ops.matmul(x, kernel, multiplier, exact_gradients)                                 [..., K] x [K, N]
 
 On the TensorFlow backend these are ops.conv2d / ops.matmul (the TF custom ops, CPU and GPU kernels); on the torch
-backend ops.torch_ops (the PyTorch binding of the same kernels, CPU and CUDA), with the layouts permuted as views:
-an NHWC tensor is a channels_last NCHW one and an HWIO kernel an OIHW view, so nothing is copied on the way in, and
-the channels_last result is NHWC again. The binding loads only when the torch backend first runs a layer. Other
-backends (jax, numpy) have no kernels: a clear error names the ones that do.
+backend ops.torch_binding.ops (ops.torch_ops: the PyTorch binding of the same kernels, CPU and CUDA), with the
+layouts permuted as views: an NHWC tensor is a channels_last NCHW one and an HWIO kernel an OIHW view, so nothing is
+copied on the way in, and the channels_last result is NHWC again. The binding loads only when the torch backend
+first runs a layer. Other backends (jax, numpy) have no kernels: a clear error names the ones that do.
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ def backend() -> str:
 def conv2d(x, kernel, strides, padding: str, dilations, multiplier: str, exact_gradients: bool):
     """NHWC x conv HWIO kernel; strides and dilations an int or an (h, w) pair; padding 'SAME' or 'VALID'."""
     if backend() == "tensorflow":
-        from ops import api
+        from ops.tf_binding import api  # here, not at the top: a torch-backend process loads no TensorFlow
 
         return api.conv2d(x, kernel, strides=strides, padding=padding, dilations=dilations, multiplier=multiplier,
                           exact_gradients=exact_gradients)
-    from ops import torch_ops
+    from ops.torch_binding import ops as torch_ops  # here, not at the top: a TF-backend process loads no torch
 
     x = keras.ops.convert_to_tensor(x)
     kernel = keras.ops.convert_to_tensor(kernel)
@@ -45,10 +45,10 @@ def conv2d(x, kernel, strides, padding: str, dilations, multiplier: str, exact_g
 def matmul(x, kernel, multiplier: str, exact_gradients: bool):
     """x [..., K] times kernel [K, N] -> [..., N], x the left operand of every product."""
     if backend() == "tensorflow":
-        from ops import api
+        from ops.tf_binding import api  # here, not at the top: a torch-backend process loads no TensorFlow
 
         return api.matmul(x, kernel, multiplier=multiplier, exact_gradients=exact_gradients)
-    from ops import torch_ops
+    from ops.torch_binding import ops as torch_ops  # here, not at the top: a TF-backend process loads no torch
 
     return torch_ops.matmul(keras.ops.convert_to_tensor(x), keras.ops.convert_to_tensor(kernel),
                             multiplier=multiplier, exact_gradients=exact_gradients)

@@ -6,9 +6,10 @@ Checks the GPU kernels against the CPU kernels of the same build, through Tensor
 or PyTorch (the binding; how the GPU test machine without TensorFlow runs it); default: TensorFlow if it is
 installed and sees a GPU, else torch.
 
-1. Products, every mode and three ApproxTrain tables (am16, mit16, acc16 written by ops.tables): [N, 1] x [1, N]
-   matmuls, one product per output, GPU bits == CPU bits, NaN payloads included (ops.operands: every special-value
-   pair, then random and fast-path operands, (2 x pairs-per-side^2) >= 10^6 pairs in all per mode).
+1. Products, every mode and three ApproxTrain tables (am16, mit16, acc16 written by ops.modes.table_make):
+   [N, 1] x [1, N] matmuls, one product per output, GPU bits == CPU bits, NaN payloads included
+   (ops.modes.operands: every special-value pair, then random and fast-path operands,
+   (2 x pairs-per-side^2) >= 10^6 pairs in all per mode).
 2. Layers: conv2d (3x3 stride 1 and 2 SAME, 1x1 stride 2, dilation 2 VALID) and matmul, forward and both gradients,
    GPU against CPU within fp32 summation tolerance (relative Frobenius error <= 1e-5; the two sum in different
    orders).
@@ -30,9 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ops import reference, tables
-from ops.multipliers import names
-from ops.operands import bits, fast_operands, normal_operands, random_operands, same_bits, special_operands
+from ops.modes import reference
+from ops.modes.multipliers import names
+from ops.modes.table_make import write_table
+from ops.modes.operands import bits, fast_operands, normal_operands, random_operands, same_bits, special_operands
 from ops.selftest_frameworks import CUDNN, FRAMEWORKS
 
 LAYER_TOLERANCE = 1e-5
@@ -55,7 +57,7 @@ def default_framework() -> str:
 
 
 def modes_to_check(table_dir: Path) -> list[str]:
-    luts = [f"lut:{tables.write_table(name, table_dir / f'{name}_7.bin')}" for name in ("am16", "mit16", "acc16")]
+    luts = [f"lut:{write_table(name, table_dir / f'{name}_7.bin')}" for name in ("am16", "mit16", "acc16")]
     return names(include_native=False) + luts
 
 

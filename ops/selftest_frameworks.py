@@ -1,6 +1,6 @@
-"""The two frameworks `python -m ops.selftest` checks the GPU kernels through: TensorFlow (the custom ops, ops.api)
-and PyTorch (the binding, ops.torch_ops). Each offers the same few calls on numpy arrays in TF's layouts (NHWC,
-HWIO), on device "cpu" or "gpu", so the checks in ops/selftest.py are written once.
+"""The two frameworks `python -m ops.selftest` checks the GPU kernels through: TensorFlow (the custom ops,
+ops.tf_binding.api) and PyTorch (the binding, ops.torch_binding.ops). Each offers the same few calls on numpy arrays
+in TF's layouts (NHWC, HWIO), on device "cpu" or "gpu", so the checks in ops/selftest.py are written once.
 
     framework.gpu_name()
     framework.matmul(a, b, mode, device) -> c
@@ -25,8 +25,8 @@ def cuda_median_ms(fn, repeats: int, warmup: int = 3, calls: int = 1) -> float:
     warm-up: the GPU's time in a training loop, where the host's work for a call (Python, autograd, launches)
     overlaps the kernels of the call before. So each span starts behind one untimed call: its start event is queued
     while the GPU still runs that call, and the host's work for the first timed call is done by then (without it a
-    span also counted the GPU's wait for that work, ~0.2-0.3 ms for a conv of the torch binding on the H100's host,
-    2026-11-25). `calls` back-to-back calls per span average the events' resolution."""
+    span also counted the GPU's wait for that work, ~0.2-0.3 ms for a conv of the torch binding on the H100's host).
+    `calls` back-to-back calls per span average the events' resolution."""
     import torch
 
     for _ in range(warmup):
@@ -53,7 +53,7 @@ class TorchFramework:
 
         if not torch.cuda.is_available():
             raise RuntimeError("torch sees no CUDA GPU (torch.cuda.is_available() is False)")
-        from ops import torch_ops  # builds the binding on first use
+        from ops.torch_binding import ops as torch_ops  # builds the binding on first use; torch runs only
 
         self.torch, self.ops = torch, torch_ops
         torch.backends.cudnn.allow_tf32 = False  # the reference convolution in fp32, as the simulated datapath
@@ -105,7 +105,7 @@ class TensorFlowFramework:
     def __init__(self):
         import tensorflow as tf
 
-        from ops import api
+        from ops.tf_binding import api  # TensorFlow runs only: a torch self-test loads no TensorFlow
 
         self.tf, self.api = tf, api
         gpus = tf.config.list_physical_devices("GPU")

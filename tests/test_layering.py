@@ -25,8 +25,17 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS: dict[str, list[list[str]]] = {
     "": [["ops"], ["models"], ["orchestrator"], ["launch"]],
     # ops: (its parts, bottom up)
+    "ops": [["atomic"], ["modes"], ["build"], ["tf_binding", "torch_binding", "describe", "torch_build"],
+            ["keras_ops", "selftest_frameworks"], ["selftest"]],
+    "ops.modes": [["table_files", "operands"], ["multipliers"], ["reference", "arguments"],
+                  ["table_make", "error_stats"], ["describe"]],
+    "ops.build": [["common"], ["cuda"], ["tf_library", "torch_library"], ["__main__"]],
+    "ops.tf_binding": [["library"], ["gradients", "kernel_paths"], ["api"]],
+    "ops.torch_binding": [["ops"]],
 
     # models: (its parts, bottom up)
+    "models": [["datasets", "resnet_depths"], ["layers"], ["layer_maker", "convert", "optim"], ["lenet", "resnet"],
+               ["registry"], ["download", "profile"]],
 
     # orchestrator: (its parts, bottom up)
     "orchestrator": [["environment", "common"], ["tracking", "schedulers"], ["config"], ["report"], ["cell"],

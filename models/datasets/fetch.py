@@ -13,6 +13,7 @@ from pathlib import Path
 
 from models.datasets.checksums import md5_of, verify_md5
 from models.datasets.errors import ChecksumError, DownloadError
+from models.datasets.loading import load
 from models.datasets.registry import get_spec
 from ops.atomic import replacing
 
@@ -88,8 +89,6 @@ def download(name, data_dir, mirrors=None, log=print):
 
     mirrors: base URLs to use instead of the dataset's own (e.g. an institutional mirror or a file:// copy).
     """
-    from models.datasets.loading import load  # loading imports this module's siblings; import here avoids a cycle
-
     spec = get_spec(name)
     if not spec.downloads:
         log(f"{name}: nothing to download (bundled with scikit-learn)")

@@ -18,11 +18,12 @@ import torch
 torch.backends.cudnn.allow_tf32 = False  # cuDNN in fp32, as the references assume
 torch.backends.cuda.matmul.allow_tf32 = False
 
-from ops import reference, tables  # noqa: E402
-from ops.operands import bits, fast_operands, random_operands, special_operands  # noqa: E402
-from ops.operands import same_bits as _same_bits  # noqa: E402
+from ops.modes import reference  # noqa: E402
+from ops.modes.table_make import write_table  # noqa: E402
+from ops.modes.operands import bits, fast_operands, random_operands, special_operands  # noqa: E402
+from ops.modes.operands import same_bits as _same_bits  # noqa: E402
 from ops import torch_ops  # noqa: E402
-from ops.multipliers import names  # noqa: E402
+from ops.modes.multipliers import names  # noqa: E402
 
 if not torch.cuda.is_available():
     pytest.fail("tests/device needs a CUDA GPU (run them on the GPU machine with tests/device/run_on_gpu.sh)",
@@ -37,7 +38,7 @@ def _lut_modes(tmp_dir) -> list[str]:
     that is not symmetric, so the operand order of every op is checked."""
     paths = []
     for name in ("am16", "mit16", "acc16"):
-        paths.append(tables.write_table(name, tmp_dir / f"{name}.bin"))
+        paths.append(write_table(name, tmp_dir / f"{name}.bin"))
     rng = np.random.default_rng(5)
     asymmetric = rng.integers(0, 256, (128, 128), dtype=np.uint8)
     path = tmp_dir / "asymmetric7.bin"

@@ -1,6 +1,6 @@
 """Run under one Keras backend (KERAS_BACKEND), write what the AM layers and a model compute for fixed inputs.
 
-    KERAS_BACKEND=torch python tests/models/backend_probe.py MULTIPLIER OUT.npz
+    KERAS_BACKEND=torch python -m tests.models.backend_probe MULTIPLIER OUT.npz      (from the repository's root)
 
 Every weight and input is drawn from numpy with fixed seeds, so the runs under different backends compute the same
 thing and tests/models/test_models_backends.py compares them: AMConv2D (stride 2, SAME, a 3x3 kernel), AMDense,

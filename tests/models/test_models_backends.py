@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ops.operands import same_bits
+from ops.modes.operands import same_bits
 
 ROOT = Path(__file__).resolve().parents[2]
-PROBE = Path(__file__).with_name("backend_probe.py")
+PROBE = "tests.models.backend_probe"  # run as a module from ROOT: this checkout's ops and models
 
 
 def run_python(backend: str, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -34,7 +34,7 @@ def probes(tmp_path_factory) -> dict[str, dict[str, np.ndarray]]:
     out = {}
     for backend in ("tensorflow", "torch"):
         path = tmp_path_factory.mktemp(backend) / "probe.npz"
-        result = run_python(backend, str(PROBE), "am16", str(path))
+        result = run_python(backend, "-m", PROBE, "am16", str(path))
         assert result.returncode == 0, f"{backend} probe failed:\n{result.stderr[-3000:]}"
         with np.load(path) as data:
             out[backend] = {key: data[key] for key in data.files}

@@ -7,7 +7,7 @@ import pytest
 from models.datasets import Dataset, batches, load, steps_per_epoch
 from models.datasets.augment import PAD
 
-from models_test_helpers import indexed_dataset, indices_of
+from tests.models.helpers import indexed_dataset, indices_of
 
 N = 103
 

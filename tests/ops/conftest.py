@@ -1,13 +1,14 @@
-"""Shared test inputs for the multiplier ops: the published tables, and operands reaching every rule of the definitions.
+"""Fixtures of the ops tests: the published tables, operands reaching every rule of the definitions, and the
+libraries built once per session.
 
-Plain functions, each also a fixture of the same name (the fixture of a function-valued helper returns the function,
-so tests in this folder use them without importing conftest):
-
-- `lut_dir()`: tests/data/approxtrain-luts, ApproxTrain's published MBM_7.bin, MIT_7.bin, ACC_7.bin (provenance and
-  checksums in tests/data/README.md). The definitions are docs/multipliers-spec.md (read by spec_tables.py).
-- `special_operands()`, `random_operands(n, seed)`, `normal_operands(n, seed)`, `same_bits(x, y)`: the operand sets
-  and bit comparison of ops/operands.py (one source for these tests, the GPU tests and `python -m ops.selftest`).
-  A kernel test feeds special operands as [N, 1] x [1, N]: every pair, one product each, no accumulation.
+- `lut_dir`: tests/data/approxtrain-luts (tests/ops/luts.py), ApproxTrain's published MBM_7.bin, MIT_7.bin,
+  ACC_7.bin. The definitions are docs/multipliers-spec.md (read by spec_tables.py).
+- `special_operands`, `random_operands`, `normal_operands`, `same_bits`: the operand sets and bit comparison of
+  ops/modes/operands.py (one source for these tests, the GPU tests and `python -m ops.selftest`); the fixture of a
+  function returns the function. Helper modules import them from ops.modes.operands. A kernel test feeds special
+  operands as [N, 1] x [1, N]: every pair, one product each, no accumulation.
+- `built_library`: the TensorFlow library of this machine, built (once per cache entry) in the session's cache
+  AMDNN_OPS_CACHE; tests whose subject is not the build itself use it rather than building their own.
 """
 
 from __future__ import annotations
@@ -17,12 +18,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ops.operands import normal_operands, random_operands, same_bits, special_operands
+from ops.build import BuildInfo, build
+from ops.modes.operands import normal_operands, random_operands, same_bits, special_operands
+
+from tests.ops.luts import lut_dir
 
 
-def lut_dir() -> Path:
-    """tests/data/approxtrain-luts: MBM_7.bin, MIT_7.bin, ACC_7.bin."""
-    return Path(__file__).resolve().parents[1] / "data" / "approxtrain-luts"
+@pytest.fixture(scope="session")
+def built_library() -> BuildInfo:
+    """The CPU library of this machine in the session's ops cache, built if that entry lacks it (one build per
+    session at most; a warm cache builds nothing)."""
+    return build()
 
 
 @pytest.fixture(name="lut_dir")

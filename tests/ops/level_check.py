@@ -1,6 +1,6 @@
 """Run by test_kernel_targets.py in a subprocess with AMDNN_OPS_TARGET set: one CPU level's library, every mode.
 
-    python tests/ops/level_check.py LEVEL OUT.npz
+    python -m tests.ops.level_check LEVEL OUT.npz       (from the repository's root)
 
 Checks single products of every mode (matmul on the special, random and fast operand sets; both conv gradients on
 the fast set) bit for bit against the numpy reference, then computes a small layer of every op (conv2d, both
@@ -13,18 +13,14 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parents[1]), str(HERE)]  # this checkout's ops, and the test helpers beside this file
+import numpy as np
 
-import numpy as np  # noqa: E402
+import ops
+from ops.build import build
 
-import ops  # noqa: E402
-from ops.build import build  # noqa: E402
-
-from kernels import kernel_modes, raw_conv_backprop_filter, raw_conv_backprop_input, raw_matmul  # noqa: E402
-from test_kernel_products import OPERANDS, assert_gradient_products, assert_products, fast_path_operands  # noqa: E402
+from tests.ops.kernels import (OPERANDS, assert_gradient_products, assert_products, fast_path_operands, kernel_modes,
+                               raw_conv_backprop_filter, raw_conv_backprop_input, raw_matmul)
 
 # Sizes that reach every part of the skeleton at every level: patch 3*3*24 = 216 and k = 150 span two K blocks of
 # 128; 20 and 45 output columns leave edge tiles for 16- and 32-lane panels; 98 and 37 rows edge tiles of 6.

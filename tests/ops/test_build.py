@@ -1,4 +1,8 @@
-"""Build on first use: a cold cache shared by many processes builds once; errors carry the compiler's message."""
+"""Build on first use: a cold cache shared by many processes builds once; the build command reports the cache entry;
+errors carry the compiler's message.
+
+Only test_concurrent_first_use_builds_once compiles (a cold cache is its subject); the command's report reads the
+session's library (the built_library fixture), and the error tests fail before or at the first compiler call."""
 
 from __future__ import annotations
 
@@ -11,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from ops import build
+import ops
+from ops.build import common, tf_library
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -38,19 +43,21 @@ def test_concurrent_first_use_builds_once(tmp_path):
     libraries = list(tmp_path.glob("*/libamdnn_ops.so"))
     assert len(libraries) == 1
     info = json.loads((libraries[0].parent / "build.json").read_text())
-    assert info["target"] == build.cpu_target()[0] and info["tensorflow"].startswith(build.SUPPORTED_TF)
+    assert info["target"] == common.cpu_target()[0] and info["tensorflow"].startswith(tf_library.SUPPORTED_TF)
 
 
-def test_build_command_reports_what_was_built(tmp_path):
-    env = {**os.environ, "AMDNN_OPS_CACHE": str(tmp_path)}
-    missing = subprocess.run([sys.executable, "-m", "ops.build", "--info"], cwd=REPO, env=env, capture_output=True,
+def test_build_command_reports_what_was_built(tmp_path, built_library):
+    empty = {**os.environ, "AMDNN_OPS_CACHE": str(tmp_path)}
+    missing = subprocess.run([sys.executable, "-m", "ops.build", "--info"], cwd=REPO, env=empty, capture_output=True,
                              text=True)
-    assert missing.returncode == 1 and "not built yet" in missing.stdout
+    assert missing.returncode == 1 and "not built yet" in missing.stdout and str(tmp_path) in missing.stdout
+    # The session's cache holds this machine's library (built_library): the command finds and reports it.
+    env = dict(os.environ)
     built = subprocess.run([sys.executable, "-m", "ops.build"], cwd=REPO, env=env, capture_output=True, text=True)
     assert built.returncode == 0, built.stderr[-3000:]
     for key in ("library", "target", "tensorflow", "compiler"):
         assert key in built.stdout
-    assert str(tmp_path) in built.stdout
+    assert f"library      {built_library.library}" in built.stdout and str(common.cache_root()) in built.stdout
     info = subprocess.run([sys.executable, "-m", "ops.build", "--info"], cwd=REPO, env=env, capture_output=True,
                           text=True)
     assert info.returncode == 0 and info.stdout == built.stdout
@@ -60,9 +67,9 @@ def test_build_command_reports_what_was_built(tmp_path):
                               text=True)
     assert reported.returncode == 0, reported.stderr[-3000:]
     lines = {line[:12].strip(): line[12:].strip() for line in reported.stdout.splitlines()}  # "{key:12s} {value}"
-    level = build.cpu_target()[0]
+    level = common.cpu_target()[0]
     assert level.replace("-vbmi", "") in lines["cpu kernels"] or not level.startswith(("x86-64-v3", "x86-64-v4"))
-    everything = "acc32 acc16 fp16 am32 am16 mit32 mit16 lut"
+    everything = " ".join([*ops.names(include_native=False), "lut"])  # the kernels' modes; "lut" runs the table
     if level.startswith(("x86-64-v3", "x86-64-v4")):
         assert lines["fast modes"] == everything and lines["generic only"] == "none", lines
     else:
@@ -99,17 +106,17 @@ def test_wrong_tensorflow_is_a_clear_error(tmp_path):
 
 
 def test_cpu_target_never_exceeds_the_cpu(monkeypatch):
-    monkeypatch.setattr(build.platform, "machine", lambda: "x86_64")
-    monkeypatch.setattr(build, "cpu_flags", lambda: {"avx2", "fma", "f16c", "bmi1", "bmi2", "movbe", "sse4_2",
+    monkeypatch.setattr(common.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(common, "cpu_flags", lambda: {"avx2", "fma", "f16c", "bmi1", "bmi2", "movbe", "sse4_2",
                                                       "popcnt", "ssse3", "avx512f"})
-    assert build.cpu_target() == ("x86-64-v3", ["-march=x86-64-v3"])
-    monkeypatch.setattr(build, "cpu_flags", lambda: {"sse4_2", "popcnt", "ssse3"})
-    assert build.cpu_target()[0] == "x86-64-v2"
-    monkeypatch.setattr(build, "cpu_flags", set)
-    assert build.cpu_target()[0] == "x86-64"
+    assert common.cpu_target() == ("x86-64-v3", ["-march=x86-64-v3"])
+    monkeypatch.setattr(common, "cpu_flags", lambda: {"sse4_2", "popcnt", "ssse3"})
+    assert common.cpu_target()[0] == "x86-64-v2"
+    monkeypatch.setattr(common, "cpu_flags", set)
+    assert common.cpu_target()[0] == "x86-64"
 
 
 def test_cache_key_changes_with_target_and_tensorflow():
-    keys = {build._build_key(tf, target, "g++ 12") for tf in ("2.21.0", "2.21.1")
+    keys = {tf_library._build_key(tf, target, "g++ 12") for tf in ("2.21.0", "2.21.1")
             for target in ("x86-64-v3", "x86-64-v4")}
     assert len(keys) == 4

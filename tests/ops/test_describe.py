@@ -4,18 +4,21 @@ sampled product. Run in this process on the numpy reference (no TensorFlow)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from ops import describe, error_stats
-from ops.reference import mantissa_product
+import ops
+from ops.modes import describe, error_stats
+from ops.modes.reference import mantissa_product
 
 
 def from_definition(family: str, m: int) -> np.ndarray:
     """(1 + c)(1 + M / 2**m) / ((1 + Fa / 2**m)(1 + Fb / 2**m)) - 1 over every (Fa, Fb): the relative error of a
-    mantissa-product mode, from ops.reference.mantissa_product alone (not from product(), which describe uses)."""
+    mantissa-product mode, from ops.modes.reference.mantissa_product alone (not from product(), which describe uses)."""
     side = 1 << m
     fa, fb = np.meshgrid(np.arange(side), np.arange(side), indexing="ij")
     carry, mantissa = mantissa_product(fa, fb, family, m)
@@ -76,5 +79,13 @@ def test_native_and_unknown_names_are_refused_with_the_valid_choices(tmp_path, c
         assert stop.value.code == 2
     err = capsys.readouterr().err
     assert "'native' is the framework's own multiply" in err and "unknown multiplier 'am17'" in err
-    assert "acc32, acc16, fp16, am32, am16, mit32, mit16, or lut:<file>" in err
+    assert f"{', '.join(ops.names(include_native=False))}, or lut:<file>" in err
     assert not list(tmp_path.iterdir())
+
+
+def test_the_command_runs_under_its_old_name(tmp_path):
+    """`python -m ops.describe` (the alias of ops/modes/describe.py) prints the summary and writes the files."""
+    result = subprocess.run([sys.executable, "-m", "ops.describe", "mit16", "--out", str(tmp_path)],
+                            cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "mit16" in result.stdout and (tmp_path / "mit16-summary.json").exists()

@@ -3,9 +3,9 @@ GPU, so no GPU kernel runs here: the kernels behind them are proven on a GPU thr
 
 One cheap target keeps CI short: PTX only (`--cuda-arch compute_90`, nvcc skips ptxas). Checked: every compute op has
 its GPU kernel registered (with the HostMemory inputs it needs), every CUDA runtime symbol the library uses resolves
-against TensorFlow's own libraries, the library's CPU kernels give the CPU-only library's bits, and ops.library's
-choice of library on a machine with a GPU (faked: TF's device list) without nvcc. Skipped without nvcc, failed under
-CI=true.
+against TensorFlow's own libraries, the library's CPU kernels give the CPU-only library's bits, and
+ops.tf_binding.library's choice of library on a machine with a GPU (faked: TF's device list) without nvcc. Skipped
+without nvcc, failed under CI=true.
 """
 
 from __future__ import annotations
@@ -22,9 +22,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ops import build, cuda_build
+from ops.build import cuda as cuda_build
+from ops.build import tf_library
+from ops.build.common import BuildError
 
-from conftest import lut_dir
+from tests.ops.luts import lut_dir
 
 REPO = Path(__file__).resolve().parents[2]
 COMPUTE_OPS = {"AmdnnConv2D": {"table"}, "AmdnnConv2DBackpropInput": {"input_sizes", "table"},
@@ -92,7 +94,7 @@ def test_every_cuda_symbol_resolves_against_tensorflow(cuda_cache):
 
 COMPUTE_SCRIPT = """
     import sys, numpy as np, tensorflow as tf
-    from ops.arguments import kernel_arguments
+    from ops.modes.arguments import kernel_arguments
     lib = tf.load_op_library(sys.argv[1])
     rng = np.random.default_rng(7)
     x = rng.standard_normal((2, 7, 6, 3)).astype(np.float32)
@@ -114,9 +116,9 @@ COMPUTE_SCRIPT = """
 """
 
 
-def test_cpu_results_equal_the_cpu_library_bit_for_bit(cuda_cache, tmp_path):
+def test_cpu_results_equal_the_cpu_library_bit_for_bit(cuda_cache, built_library, tmp_path):
     modes = ["am16", "acc32", "mit16", f"lut:{lut_dir() / 'MIT_7.bin'}"]
-    cpu_library = build.build().library  # the CPU-only library of the default cache
+    cpu_library = built_library.library  # the CPU-only library of the session's cache
     outputs = {}
     for name, library in (("cpu", cpu_library), ("cuda", str(cuda_library(cuda_cache)))):
         outputs[name] = tmp_path / f"{name}.npz"
@@ -135,7 +137,7 @@ LOAD_WITH_A_FAKE_GPU = """
     gpu = tf.config.PhysicalDevice("/physical_device:GPU:0", "GPU")
     tf.config.list_physical_devices = lambda kind=None: [gpu] if kind == "GPU" else []
     from ops.build import BuildError
-    from ops.library import library
+    from ops.tf_binding.library import library
     try:
         lib = library()
     except BuildError as error:
@@ -175,7 +177,7 @@ def test_a_gpu_whose_nvcc_cannot_build_for_it_loads_an_existing_cuda_build(cuda_
     """An H100 node whose nvcc predates sm_90 (faked: it lists compute_75 and compute_80) uses the compute_90 build."""
     old_nvcc = fake_nvcc(tmp_path / "cuda" / "bin", (75, 80))
     env = {**no_nvcc_env(cuda_cache, tmp_path / "bin"), "CUDA_HOME": str(old_nvcc)}
-    patch = 'import ops.cuda_build as cb; cb.visible_gpu_archs = lambda: ("sm_90",)\n'
+    patch = 'import ops.build.cuda as cb; cb.visible_gpu_archs = lambda: ("sm_90",)\n'
     result = python(patch + textwrap.dedent(LOAD_WITH_A_FAKE_GPU), env)
     assert result.returncode == 0, result.stderr[-5000:]
     assert "LOADED [[1.0, 0.0], [0.0, 1.0]]" in result.stdout, result.stdout + result.stderr[-3000:]
@@ -203,13 +205,13 @@ def test_architectures_and_their_gencode_flags():
     assert cuda_build.gencode_flags(("sm_90", "compute_80")) == ["-gencode", "arch=compute_80,code=[sm_90,compute_80]"]
     assert cuda_build.gencode_flags(("compute_90",)) == ["-gencode", "arch=compute_90,code=[compute_90]"]
     for bad in ("", "70", "sm70", "sm_70;sm_80", "gfx90a"):
-        with pytest.raises(build.BuildError, match="each architecture must be sm_XY"):
+        with pytest.raises(BuildError, match="each architecture must be sm_XY"):
             cuda_build.parse_archs(bad)
 
 
 def test_cache_key_adds_cuda_version_and_architectures():
     def key(version, archs):
-        return build._build_key("2.21.0", "x86-64-v3", "g++ 12",
+        return tf_library._build_key("2.21.0", "x86-64-v3", "g++ 12",
                                 cuda_build.CudaConfig("nvcc", version, archs) if version else None)
 
     keys = {key(None, None), key("12.4.131", ("sm_70",)), key("13.0.88", ("sm_70",)),
@@ -231,14 +233,14 @@ def fake_nvcc(bin_dir: Path, numbers: tuple[int, ...]) -> Path:
 def test_an_architecture_nvcc_lacks_is_an_error_by_name_and_dropped_from_the_default(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("CUDA_HOME", str(fake_nvcc(tmp_path / "cuda" / "bin", (75, 80, 90))))
     monkeypatch.setattr(cuda_build, "visible_gpu_archs", lambda: ())
-    with pytest.raises(build.BuildError, match=r"nvcc 13.0.88 .* cannot compile for sm_70; it compiles for "
+    with pytest.raises(BuildError, match=r"nvcc 13.0.88 .* cannot compile for sm_70; it compiles for "
                                                r"compute_75, compute_80, compute_90. CUDA 13 dropped Volta"):
         cuda_build.config("sm_70,sm_80")
     assert cuda_build.config("sm_80,compute_90").archs == ("sm_80", "compute_90")
     assert cuda_build.config().archs == ("sm_80", "sm_90", "compute_90")  # DEFAULT_ARCHS less sm_70, with a warning
     assert "cannot compile for sm_70: this GPU library will not run on those GPUs" in capsys.readouterr().err
     monkeypatch.setattr(cuda_build, "visible_gpu_archs", lambda: ("sm_70",))  # a V100 node: never a useless build
-    with pytest.raises(build.BuildError, match=r"cannot compile for sm_70 \(the visible GPU\)"):
+    with pytest.raises(BuildError, match=r"cannot compile for sm_70 \(the visible GPU\)"):
         cuda_build.config()
 
 

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 import ops
-from ops.library import library
+from ops.tf_binding.library import library
 
 
 def test_unknown_multiplier_lists_the_valid_ones():

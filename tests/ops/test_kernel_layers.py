@@ -8,9 +8,9 @@ import pytest
 import tensorflow as tf
 
 import ops
-from ops import reference
+from ops.modes import reference
 
-from kernels import kernel_modes
+from tests.ops.kernels import kernel_modes
 
 # (input NHWC, filter HWIO, strides, padding, dilations): strides, both paddings, dilation, odd sizes, 1x1.
 CONV_CASES = [

@@ -1,6 +1,6 @@
 """Every CPU level the build can choose computes the same bits, through its fast kernels where it has them: each
 level this CPU can run is forced (AMDNN_OPS_TARGET) in a subprocess that builds its library (into the shared ops
-cache, so only a first run compiles) and runs level_check.py: single products of every mode against the numpy
+cache, so only a first run compiles) and runs tests/ops/level_check.py: single products of every mode against the numpy
 reference, then every op of every mode on layer-sized operands, once in the fast kernels' range and once with an
 underflowing value that sends some blocks to the generic kernel. The outputs must be the same bits at every level:
 the generic level (x86-64-v2, no vector layer) sums the scalar definitions of multiplier.h in the same order.
@@ -20,22 +20,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ops import build
+from ops.build import common
+from ops.modes.operands import same_bits
 
-from conftest import same_bits
-from kernels import kernel_modes
+from tests.ops.kernels import kernel_modes
 
 REPO = Path(__file__).resolve().parents[2]
 GENERIC_LEVEL = "x86-64-v2"  # no vector layer: the generic kernel only (the baseline x86-64 builds the same code)
-FAST_LEVELS = [name for name, _, _ in build.X86_TARGETS if name.startswith(("x86-64-v4", "x86-64-v3"))]
+FAST_LEVELS = [name for name, _, _ in common.X86_TARGETS if name.startswith(("x86-64-v4", "x86-64-v3"))]
 
 
 def run_level(level: str, out: Path) -> tuple[dict, dict]:
-    needed = next(flags for name, flags, _ in build.X86_TARGETS if name == level)
-    if not needed <= build.cpu_flags():
-        pytest.skip(f"this CPU cannot run {level} code (lacks {sorted(needed - build.cpu_flags())})")
+    needed = next(flags for name, flags, _ in common.X86_TARGETS if name == level)
+    if not needed <= common.cpu_flags():
+        pytest.skip(f"this CPU cannot run {level} code (lacks {sorted(needed - common.cpu_flags())})")
     env = {**os.environ, "AMDNN_OPS_TARGET": level}
-    result = subprocess.run([sys.executable, "tests/ops/level_check.py", level, str(out)], cwd=REPO, env=env,
+    result = subprocess.run([sys.executable, "-m", "tests.ops.level_check", level, str(out)], cwd=REPO, env=env,
                             capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     lines = dict(line.split(" ", 1) for line in result.stdout.splitlines() if line.startswith(("KERNELS", "COUNTS")))
@@ -68,14 +68,14 @@ def test_level_is_bit_exact_and_takes_its_fast_kernels(level, generic_outputs, t
 
 def test_forcing_an_unknown_target_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("AMDNN_OPS_TARGET", "x86-64-v9")
-    monkeypatch.setattr(build.platform, "machine", lambda: "x86_64")
-    with pytest.raises(build.BuildError, match="not a target; valid: x86-64-v4-vbmi"):
-        build.cpu_target()
+    monkeypatch.setattr(common.platform, "machine", lambda: "x86_64")
+    with pytest.raises(common.BuildError, match="not a target; valid: x86-64-v4-vbmi"):
+        common.cpu_target()
 
 
 def test_forcing_a_level_the_cpu_lacks_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("AMDNN_OPS_TARGET", "x86-64-v4-vbmi")
-    monkeypatch.setattr(build.platform, "machine", lambda: "x86_64")
-    monkeypatch.setattr(build, "cpu_flags", lambda: {"avx2", "fma", "f16c", "bmi1", "bmi2", "movbe"})
-    with pytest.raises(build.BuildError, match="needs CPU features this CPU lacks: .*avx512vbmi"):
-        build.cpu_target()
+    monkeypatch.setattr(common.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(common, "cpu_flags", lambda: {"avx2", "fma", "f16c", "bmi1", "bmi2", "movbe"})
+    with pytest.raises(common.BuildError, match="needs CPU features this CPU lacks: .*avx512vbmi"):
+        common.cpu_target()

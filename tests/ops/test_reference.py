@@ -8,9 +8,10 @@ import os
 import numpy as np
 import pytest
 
-from ops import multipliers, reference
-from ops.multipliers import parse
-from spec_tables import error_table, worked_examples
+from ops.modes import multipliers, reference
+from ops.modes.multipliers import parse
+
+from tests.ops.spec_tables import error_table, worked_examples
 
 ONE23, HALF23 = 1 << 23, 1 << 22
 

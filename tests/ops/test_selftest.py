@@ -19,7 +19,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="the test extra installs torch (pip install -e .[test])")
 
 from ops import selftest  # noqa: E402
-from ops.multipliers import names  # noqa: E402
+from ops.modes.multipliers import names  # noqa: E402
 from ops.selftest_frameworks import TorchFramework  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

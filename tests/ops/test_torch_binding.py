@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import torch  # part of the test extras: the suite fails, never skips, without it
 
-from ops import reference  # noqa: E402
+from ops.modes import reference  # noqa: E402
 from ops import torch_ops  # noqa: E402
 
-from conftest import random_operands, same_bits, special_operands  # noqa: E402
-from kernels import kernel_modes  # noqa: E402
+from ops.modes.operands import random_operands, same_bits, special_operands  # noqa: E402
+
+from tests.ops.kernels import kernel_modes  # noqa: E402
 
 
 def assert_products(out, left, right, mode, what):
@@ -156,8 +158,23 @@ def test_bad_input_is_refused_with_the_reason():
 def test_ops_imports_without_tensorflow_or_torch():
     """ops/ (registry, reference, tables, build logic) imports with neither framework; only the bindings need one."""
     code = ("import sys; sys.modules['tensorflow'] = None; sys.modules['torch'] = None\n"
-            "import ops, ops.build, ops.torch_build, ops.arguments\n"
+            "import ops, ops.build, ops.build.__main__, ops.build.torch_library, ops.modes.arguments, ops.modes.describe, "
+            "ops.tf_binding.library, ops.tf_binding.kernel_paths, ops.torch_build, ops.describe\n"
             "print(ops.names(), ops.product(1.5, 1.25, 'am16'))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "am16" in result.stdout
+
+
+def test_build_commands_report_the_loaded_binding(capsys):
+    """`python -m ops.build --torch` reports the binding this process loaded (in-process: a new process would only
+    load the same cache entry again), and its older name `python -m ops.torch_build` runs the same command."""
+    from ops.build.__main__ import main
+
+    assert main(["--torch"]) == 0
+    assert f"library      {torch_ops.BUILD.library}" in capsys.readouterr().out
+    root = Path(__file__).resolve().parents[2]
+    helps = {name: subprocess.run([sys.executable, "-m", name, "--help"], cwd=root, capture_output=True, text=True,
+                                  timeout=120) for name in ("ops.build", "ops.torch_build")}
+    assert all(result.returncode == 0 and "usage:" in result.stdout for result in helps.values()), helps
+    assert "--torch" in helps["ops.build"].stdout

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .multipliers import Multiplier, parse
-from .reference import product
+from ops.modes.multipliers import Multiplier, parse
+from ops.modes.reference import product
 
 OPERANDS = 10**6  # pairs: the standard error of a mean relative error of ~3 % is then ~0.002 %
 SEED = 0

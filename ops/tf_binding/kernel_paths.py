@@ -15,13 +15,14 @@ only.
 
 from __future__ import annotations
 
+from ops.build.tf_library import kernels_of
+from ops.tf_binding.library import library
+
 PATH_COUNT_NAMES = ("fast_calls", "generic_calls", "fast_products", "generic_products")
 
 
 def path_counts() -> dict[str, int]:
     """The CPU GEMM's path counters now (see the module docstring). Loads (and if needed builds) the ops."""
-    from ops.library import library
-
     values = library().amdnn_path_counts().numpy()
     return {name: int(value) for name, value in zip(PATH_COUNT_NAMES, values)}
 
@@ -29,7 +30,4 @@ def path_counts() -> dict[str, int]:
 def cpu_kernels() -> dict:
     """The level the CPU kernels were compiled for and the modes that have a fast kernel there (the rest always take
     the generic kernel). Loads (and if needed builds) the ops."""
-    from ops.library import library
-
-    level, fast_modes = library().amdnn_cpu_kernels()
-    return {"level": level.numpy().decode(), "fast_modes": [mode.decode() for mode in fast_modes.numpy()]}
+    return kernels_of(library())

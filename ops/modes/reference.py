@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .multipliers import Multiplier, parse
+from ops.modes.multipliers import Multiplier, parse
 
 SIGN_BIT = np.uint32(0x80000000)
 EXPONENT_MASK = np.uint32(0xFF)

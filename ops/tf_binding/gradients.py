@@ -2,14 +2,15 @@
 
 Both gradients of a layer are products too and go through the same multiplier by default: for y = x (*) w,
 dx = dy (*) w^T and dw = x^T (*) dy, the left operand first (it is the table's first index). With the forward op's
-exact_gradients attribute set, TensorFlow's exact gradient ops are used instead.
+exact_gradients attribute set, TensorFlow's exact gradient ops are used instead. Importing this module registers
+them (ops.tf_binding.api does).
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-from ops.library import library
+from ops.tf_binding.library import library
 
 
 def _nhwc(pair) -> list[int]:

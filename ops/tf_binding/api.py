@@ -15,8 +15,10 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from ops.arguments import kernel_arguments
-from ops.library import library
+from ops.modes.arguments import kernel_arguments
+from ops.tf_binding import gradients  # noqa: F401  (registers the gradient functions of the ops below)
+from ops.tf_binding.library import library
+
 
 def _as_float32(value, what: str, op: str) -> tuple[tf.Tensor, tf.DType]:
     tensor = tf.convert_to_tensor(value)

@@ -1,4 +1,5 @@
-"""Helpers shared by the models tests (a uniquely named module: every test folder has its own conftest)."""
+"""Helpers shared by the models tests, imported as tests.models.helpers: small datasets whose batches reveal their
+example indices."""
 
 import numpy as np
 

@@ -2,7 +2,9 @@
 
 A mode is named in configs (`mult=am16`) and in the Python API (`multiplier="am16"`); `parse` turns that name into a
 `Multiplier`, and `names()` lists the valid ones. The exact definition of every mode is docs/multipliers-spec.md;
-ops/reference.py implements it in numpy, the compiled kernels in ops/cc/.
+ops/modes/reference.py implements it in numpy, the compiled kernels in ops/cc/.
+
+MODES and names() are the one list of modes: keep them in this one place.
 """
 
 from __future__ import annotations
@@ -13,11 +15,16 @@ from pathlib import Path
 
 import numpy as np
 
+from ops.modes.table_files import read_table
+
 # The pattern a table mode is written in; anything after the prefix is a path to an ApproxTrain-format table.
 # In configs the table is its own option, mult=lut mult.table=FILE (conf/mult/lut.yaml): LUT_NAME.
 LUT_NAME = "lut"
 LUT_PREFIX = LUT_NAME + ":"
 LUT_PATTERN = LUT_PREFIX + "<file>"
+
+# The framework's own layers: no custom op, no product mode (models build Keras' Conv2D/Dense for it).
+NATIVE = "native"
 
 # Families: how the mantissa product is formed (the "Mantissa products" section of docs/multipliers-spec.md).
 FAMILIES = ("native", "ieee32", "ieee16", "bf16", "mbm", "mitchell", "table")
@@ -43,7 +50,7 @@ class Multiplier:
 
 
 MODES: tuple[Multiplier, ...] = (
-    Multiplier("native", "native", None,
+    Multiplier(NATIVE, "native", None,
                "no custom op: the framework's own Conv2D/Dense (cuDNN, oneDNN); the reference column"),
     Multiplier("acc32", "ieee32", 23,
                "exact fp32 multiply inside the custom op (validates the op against native)"),
@@ -95,9 +102,6 @@ def parse(spec: str | Multiplier) -> Multiplier:
 
 
 def _parse_lut(spec: str) -> Multiplier:
-    # Imported here, not at the top: ops.tables builds tables with ops.reference, which imports this module.
-    from .tables import read_table
-
     raw_path = spec[len(LUT_PREFIX):]
     if not raw_path:
         raise ValueError(f"multiplier {spec!r} names no table file; write {LUT_PATTERN}, e.g. lut:luts/MBM_7.bin")

@@ -1,8 +1,9 @@
-"""Mantissa-product tables in the ApproxTrain format: read, validate, generate, write, and expand to m = 7.
+"""Mantissa-product tables in the ApproxTrain format as files and arrays: read, validate, write, expand to m = 7.
 
 A table for m-bit fields holds 4**m bytes; the byte at index (Fa << m) | Fb is c << 7 | M, with c the carry (the
 product of 1.Fa x 1.Fb reached 2) and M the m-bit result mantissa. docs/multipliers-spec.md defines the format
-(section "Tables") and the multipliers.
+(section "Tables") and the multipliers. Making a mode's table is ops/modes/table_make.py; this module knows no
+mode, so that ops.modes.multipliers can read the table of a lut mode with it.
 """
 
 from __future__ import annotations
@@ -12,16 +13,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .atomic import write_bytes
+from ops.atomic import write_bytes
 
 MIN_BITS, MAX_BITS = 1, 7  # M and the carry share one byte: M has at most 7 bits
 ALLOWED_SIZES = tuple(4**m for m in range(MIN_BITS, MAX_BITS + 1))  # 4, 16, 64, 256, 1024, 4096, 16384 bytes
 CARRY_BIT = 0x80
 MANTISSA_MASK = 0x7F
-
-# make_table's families: the bf16 (acc16) definition generalises to any m as "exact product of m-bit-mantissa
-# operands, truncated to m bits" (at m = 7 it is the spec's acc16 formula), so every family takes m = 1..7.
-TABLE_FAMILIES = ("mbm", "mitchell", "bf16")
 
 
 def read_table(path: str | os.PathLike) -> np.ndarray:
@@ -44,46 +41,19 @@ def read_table(path: str | os.PathLike) -> np.ndarray:
     return table
 
 
-def make_table(multiplier_name: str, m: int = 7) -> np.ndarray:
-    """The (2**m, 2**m) table of a closed-form mode: am16/am32 (MBM), mit16/mit32 (Mitchell), acc16 (bf16).
-
-    The mode's family picks the mantissa product and `m` the field width, so make_table("am32", 7) equals
-    make_table("am16", 7). At m = 7 the tables of am16, mit16 and acc16 equal ApproxTrain's MBM_7.bin, MIT_7.bin
-    and ACC_7.bin byte for byte.
-    """
-    # Imported here: ops.reference -> ops.multipliers -> ops.tables (for lut modes) would be a cycle at import time.
-    from .multipliers import parse
-    from .reference import mantissa_product
-
-    mode = parse(multiplier_name)
-    if mode.family not in TABLE_FAMILIES:
-        raise ValueError(
-            f"multiplier {mode.name!r} ({mode.family}) has no mantissa-product table; "
-            f"tables are made for: {', '.join(_names_with_family(TABLE_FAMILIES))}"
-        )
-    if not (isinstance(m, (int, np.integer)) and MIN_BITS <= m <= MAX_BITS):
-        raise ValueError(f"m = {m!r} cannot be tabulated: a table entry holds M in 7 bits, so m must be 1..7")
-    fields = np.arange(2**m, dtype=np.uint32)
-    carry, mantissa = mantissa_product(fields[:, None], fields[None, :], mode.family, int(m))
-    return ((carry.astype(np.uint8) << 7) | mantissa.astype(np.uint8)).astype(np.uint8)
-
-
-def write_table(table_or_name: np.ndarray | str, path: str | os.PathLike) -> Path:
-    """Write a table (an array, or a mode name for make_table at m = 7) to `path` atomically; returns the path.
+def save_table(table: np.ndarray, path: str | os.PathLike) -> Path:
+    """Write a (2**m, 2**m) table of bytes to `path` atomically, after checking it; returns the path.
 
     Atomic (ops/atomic.py) so that a job reading the table while another writes it sees the old bytes or the new
     ones, never half a file.
     """
-    if isinstance(table_or_name, str):
-        table = make_table(table_or_name)
-    else:
-        table = np.asarray(table_or_name)
-        m = _table_bits(table, where="table to write")
-        if table.dtype != np.uint8:
-            if not np.issubdtype(table.dtype, np.integer) or table.min() < 0 or table.max() > 255:
-                raise ValueError(f"table to write must hold bytes 0..255 (uint8), got dtype {table.dtype}")
-            table = table.astype(np.uint8)
-        _check_entries(table, m, where="table to write")
+    table = np.asarray(table)
+    m = _table_bits(table, where="table to write")
+    if table.dtype != np.uint8:
+        if not np.issubdtype(table.dtype, np.integer) or table.min() < 0 or table.max() > 255:
+            raise ValueError(f"table to write must hold bytes 0..255 (uint8), got dtype {table.dtype}")
+        table = table.astype(np.uint8)
+    _check_entries(table, m, where="table to write")
     path = Path(path)
     write_bytes(path, np.ascontiguousarray(table).tobytes())
     return path
@@ -124,9 +94,3 @@ def _check_entries(table: np.ndarray, m: int, where: str) -> None:
             f"whose mantissa {value & MANTISSA_MASK} does not fit in m = {m} bits (must be < {2**m}); "
             f"{bad.size} bad entries in all"
         )
-
-
-def _names_with_family(families: tuple[str, ...]) -> list[str]:
-    from .multipliers import MODES
-
-    return [mode.name for mode in MODES if mode.family in families]

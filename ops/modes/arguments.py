@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ops.multipliers import names, parse
-from ops.tables import canonical7
+from ops.modes.multipliers import names, parse
+from ops.modes.table_files import canonical7
 
 _EMPTY_TABLE = np.zeros([0], np.uint8)
 _EMPTY_TABLE.setflags(write=False)

@@ -1,5 +1,6 @@
-"""The CUDA part of the TensorFlow ops build (`python -m ops.build --cuda`): nvcc, the GPU architectures, the compile
-commands of the CUDA core and of the TF GPU kernels, and finding an existing CUDA build on a node without nvcc.
+"""The CUDA part of the TensorFlow library's build (`python -m ops.build --cuda`): nvcc, the GPU architectures, the
+compile commands of the CUDA core and of the TF GPU kernels, and finding an existing CUDA build on a node without
+nvcc.
 
 nvcc is found through CUDA_HOME (its bin/nvcc) or PATH (a cluster's `module load cuda`). Architectures are names as
 nvcc spells them: `sm_XY` compiles machine code for compute capability X.Y, `compute_XY` embeds PTX that the driver
@@ -21,10 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ops.build import BuildError
-
-# The CUDA core's sources and nvcc flags are the PyTorch binding's: one list for both frameworks.
-from ops.torch_build import CUDA_SOURCES, nvcc_flags
+from ops.build.common import CUDA_SOURCES, BuildError, nvcc_flags
 
 # V100, A100, H100/H200 machine code, plus PTX for newer GPUs.
 DEFAULT_ARCHS = ("sm_70", "sm_80", "sm_90", "compute_90")
@@ -130,7 +128,7 @@ def gencode_flags(archs: tuple[str, ...]) -> list[str]:
     ~35 s per architecture on the 2-core build machine): every sm_XY's machine code, and the PTX where a compute_XY
     is asked for, come from the PTX of the lowest of them, which runs on every GPU the asked-for PTX runs on. The
     kernels use nothing newer than that PTX offers: sm_90 code from compute_80 PTX and from compute_90 PTX is the
-    same, byte for byte (nvcc 13.0, checked 2026-11-24). Architecture-specific ones (sm_90a) keep their own pass."""
+    same, byte for byte (nvcc 13.0). Architecture-specific ones (sm_90a) keep their own pass."""
     parsed = [_ARCH.match(arch).groups() for arch in archs]  # (kind, number, suffix)
     plain = [(kind, number) for kind, number, suffix in parsed if not suffix]
     flags = []

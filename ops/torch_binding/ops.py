@@ -4,7 +4,7 @@
     y = torch_ops.conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, multiplier="am16")  # NCHW, OIHW
     c = torch_ops.matmul(a, b, multiplier="am32", exact_gradients=False)
 
-Importing this module builds (on first use) and loads the binding (ops/torch_build.py), which registers
+Importing this module builds (on first use) and loads the binding (ops/build/torch_library.py), which registers
 torch.ops.amdnn.conv2d, conv2d_backward_input, conv2d_backward_filter, matmul and products, with CPU and CUDA
 kernels; here they get their fake kernels (torch.compile, opcheck) and autograd: both gradients through the
 multiplier (dx = dy (*) w^T, dw = x^T (*) dy, the left operand first), or torch's exact ones with
@@ -21,8 +21,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ops.arguments import canonical_table_bytes, kernel_arguments
-from ops.torch_build import load
+from ops.build.torch_library import load
+from ops.modes.arguments import canonical_table_bytes, kernel_arguments
 
 BUILD = load()
 
@@ -138,12 +138,12 @@ def _side_stream(grad: torch.Tensor, multiplier: str):
     traced or captured code (torch.compile, opcheck's functional tensors, CUDA graphs), and the table modes' layers of
     more than 64 output channels. The bits are the same either way: each gradient's kernels write only their own
     output and workspace.
-    Measured on the benchmark's seven shapes (H100, 2026-11-26, fwd+bwd, the same bits): acc32 8.03 -> 7.83 ms,
+    Measured on the benchmark's seven shapes (H100, fwd+bwd, the same bits): acc32 8.03 -> 7.83 ms,
     am16 16.55 -> 16.15, mit16 9.97 -> 9.73, but lut 17.75 -> 17.99: its 16/128/128 and 16/128/256/2 shapes took
     8 % and 13 % longer side by side (not understood; both gradients there run 128 x 128 tiles of 118 KB of shared
     memory, one block per SM). lut's first stage (64 output channels: the filter gradient on 192 x 64 tiles, two
-    blocks an SM, the input gradient on 256 x 64) gains: 3.16-3.19 -> 3.10-3.12 ms in three pairs of runs (H100,
-    2026-11-27), so lut's gradients run side by side there alone."""
+    blocks an SM, the input gradient on 256 x 64) gains: 3.16-3.19 -> 3.10-3.12 ms in three pairs of runs (H100),
+    so lut's gradients run side by side there alone."""
     if multiplier == "table" and grad.shape[1] > _NARROW_CHANNELS:
         return None
     if type(grad) is not torch.Tensor or not grad.is_cuda:

@@ -1,0 +1,131 @@
+"""What a multiplier does to one product: its error statistics, printed, and its error map (or histogram) saved.
+
+    python -m ops.describe am16                      any mode of ops.names() but native
+    python -m ops.describe lut:tests/data/approxtrain-luts/MBM_7.bin --out figures/
+
+Prints mean |rel. error|, bias and max |rel. error| of OPERANDS standard normal pairs (the numbers of
+docs/multipliers.md: both come from ops.modes.error_stats), the percentiles of |rel. error|, and for modes of at most
+MAP_MAX_BITS mantissa bits the same statistics over every (Fa, Fb) mantissa pair. Saves into --out (default: the
+current folder) <name>-error-map.png (a map of the relative error over (Fa, Fb) for those modes, a histogram of
+the sampled errors for the others), <name>-errors.npz (the data the figure draws) and <name>-summary.json.
+Training cells log the same files with their MLflow run. Needs matplotlib for the figure only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from ops.modes import error_stats
+from ops.modes.multipliers import LUT_PATTERN, names, parse
+
+STATS = (("mean", "mean |rel. error|"), ("bias", "bias (mean rel. error)"), ("max", "max |rel. error|"))
+
+
+def file_stem(multiplier: str) -> str:
+    """A file name for a mode as users type it: am16 -> am16, lut:/x/MBM_7.bin -> lut-MBM_7.bin."""
+    mode = parse(multiplier)
+    name = f"lut-{mode.path.name}" if mode.path is not None else mode.name
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+
+def _percent(fraction: float) -> str:
+    return f"{100 * fraction:+.4g} %" if fraction < 0 else f"{100 * fraction:.4g} %"
+
+
+def text(summary: dict) -> str:
+    """The summary as lines a user reads."""
+    bits = summary["mantissa_bits"]
+    lines = [f"{summary['mode']}: {summary['family']} multiplier, {bits} mantissa bits",
+             f"single products of {summary['operands']:,} standard normal fp32 pairs (seed {summary['seed']}), "
+             f"relative error = (approximate - exact) / exact:"]
+    lines += [f"  {label:<24} {_percent(summary[key])}" for key, label in STATS]
+    lines.append("  |rel. error| percentiles  " + ", ".join(
+        f"p{p} {_percent(summary[f'p{p}'])}" for p in error_stats.PERCENTILES))
+    if "grid_mean" in summary:
+        side = 1 << bits
+        lines.append(f"every mantissa pair (Fa, Fb), {side} x {side} products 1.Fa x 1.Fb:")
+        lines += [f"  {label:<24} {_percent(summary['grid_' + key])}" for key, label in STATS]
+    return "\n".join(lines)
+
+
+def figure(multiplier: str, data: dict):
+    """The error map (imshow of data["relative_error"], in %) or the histogram (data["counts"], data["edges"])."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display on a compute node
+    import matplotlib.pyplot as plt
+
+    label = parse(multiplier).name if not multiplier.startswith("lut:") else "lut:" + Path(multiplier[4:]).name
+    fig, ax = plt.subplots(figsize=(6.4, 5.2), layout="constrained")
+    if "relative_error" in data:
+        percent = 100 * data["relative_error"]
+        bound = float(np.abs(percent).max()) or 1e-9
+        image = ax.imshow(percent, origin="lower", cmap="RdBu_r", vmin=-bound, vmax=bound, interpolation="nearest")
+        fig.colorbar(image, ax=ax, label="relative error (%)")
+        side = percent.shape[0]
+        ax.set_xlabel(f"Fb: mantissa field of b (0..{side - 1}, b = 1 + Fb/{side})")
+        ax.set_ylabel(f"Fa: mantissa field of a (0..{side - 1}, a = 1 + Fa/{side})")
+        ax.set_title(f"{label}: relative error of 1.Fa x 1.Fb\nmean |err| {np.abs(percent).mean():.3g} %, "
+                     f"bias {percent.mean():+.3g} %, max |err| {np.abs(percent).max():.3g} %")
+    else:
+        counts, edges = data["counts"], data["edges"]
+        share = 100 * counts / counts.sum()
+        ax.bar(100 * edges[:-1], share, width=100 * np.diff(edges), align="edge", color="tab:blue")
+        ax.set_yscale("log")
+        ax.set_xlabel("relative error of one product (%)")
+        ax.set_ylabel("share of products (%, log scale)")
+        ax.set_title(f"{label}: error of {int(counts.sum()):,} products of standard normal pairs")
+    return fig
+
+
+def write(multiplier: str, out_dir: str | Path) -> dict:
+    """Compute the summary, save the figure, its data and the summary under out_dir; return the summary, with the
+    paths written under "files"."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary = error_stats.summary(multiplier)
+    if error_stats.has_map(multiplier):
+        data = {"relative_error": error_stats.error_map(multiplier)}
+    else:
+        counts, edges = error_stats.histogram(error_stats.relative_errors(multiplier))
+        data = {"counts": counts, "edges": edges}
+    stem = file_stem(multiplier)
+    paths = {"figure": out_dir / f"{stem}-error-map.png", "data": out_dir / f"{stem}-errors.npz",
+             "summary": out_dir / f"{stem}-summary.json"}
+    np.savez(paths["data"], **data)
+    paths["summary"].write_text(json.dumps(summary, indent=1) + "\n")
+    fig = figure(multiplier, data)
+    fig.savefig(paths["figure"], dpi=120)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return {**summary, "files": {key: str(path) for key, path in paths.items()}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ops.describe", description=__doc__.splitlines()[0])
+    parser.add_argument("multiplier", help=f"{', '.join(names(include_native=False))}, or {LUT_PATTERN}")
+    parser.add_argument("--out", default=".", help="folder for the figure, its data and the summary (default: .)")
+    args = parser.parse_args(argv)
+    try:
+        mode = parse(args.multiplier)
+    except ValueError as e:
+        parser.error(str(e))
+    if mode.is_native:
+        parser.error("'native' is the framework's own multiply, exact fp32: nothing to describe "
+                     f"(acc32 is the same product inside the custom op); choose one of "
+                     f"{', '.join(names(include_native=False))}, or {LUT_PATTERN}")
+    result = write(args.multiplier, args.out)
+    print(text(result))
+    print("saved " + ", ".join(result["files"].values()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
