@@ -59,7 +59,7 @@ def mnist_dir(mnist_data_dir: Path) -> Path:
 def pytest_make_parametrize_id(config, val, argname):  # noqa: ARG001 - pytest's hook signature
     """A table mode "lut:/some/path/MBM_7.bin" is named "lut:MBM_7.bin" in test IDs: IDs must not depend on where
     the repository lies (they name tests in reports, `-k` selections and caches across machines)."""
-    from ops.multipliers import LUT_PREFIX
+    from ops.modes.multipliers import LUT_PREFIX
 
     if isinstance(val, str) and val.startswith(LUT_PREFIX) and os.sep in val:
         return LUT_PREFIX + Path(val[len(LUT_PREFIX):]).name

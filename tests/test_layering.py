@@ -50,7 +50,7 @@ LAYERS: dict[str, list[list[str]]] = {
     "orchestrator.cell": [["progress", "devices", "energy", "checkpoints", "collapse", "run_facts", "artifacts"],
                           ["trainer"], ["worker"], ["run"]],
     "orchestrator.sweep": [["progress"], ["launching", "callbacks"]],
-    "orchestrator.cluster": [["grid"], ["status", "preempt"], ["archive", "grid_report"],
+    "orchestrator.cluster": [["grid", "pbs"], ["status", "preempt"], ["archive", "grid_report"],
                              ["launcher", "resume", "job"]],
 
 }

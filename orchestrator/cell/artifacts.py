@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from models import profile
-from ops import describe
+from ops.modes import describe
 
 from orchestrator.common.cellfiles import ARTIFACTS, write_json
 from orchestrator.config.identity import mult_label

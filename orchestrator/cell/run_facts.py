@@ -14,7 +14,7 @@ from typing import Any
 from models.datasets.locate import find_files
 from models.datasets.registry import get_spec
 from ops.build import cpu_target
-from ops.library import library, loaded_build
+from ops.tf_binding.library import library, loaded_build
 
 from orchestrator.common.cellfiles import job_id
 

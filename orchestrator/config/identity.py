@@ -14,7 +14,7 @@ import socket
 from pathlib import Path
 from typing import Any, Mapping
 
-from ops.multipliers import LUT_NAME, LUT_PREFIX
+from ops.modes.multipliers import LUT_NAME, LUT_PREFIX
 
 from orchestrator.common import paths
 from orchestrator.common.cellfiles import job_id

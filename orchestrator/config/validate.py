@@ -15,8 +15,8 @@ import models
 import ops
 from models import datasets, optim
 from ops.build import cache_root, source_hash
-from ops.cuda_build import HOW_TO_BUILD, cached_builds, find_nvcc
-from ops.multipliers import LUT_NAME, LUT_PREFIX
+from ops.build.cuda import HOW_TO_BUILD, cached_builds, find_nvcc
+from ops.modes.multipliers import LUT_NAME, LUT_PREFIX
 
 from orchestrator.common import paths
 from orchestrator.config.keys import unknown_key_message, unknown_keys

@@ -18,7 +18,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from ops.multipliers import LUT_NAME
+from ops.modes.multipliers import LUT_NAME
 
 from orchestrator.config.identity import DEFINING_KEYS, SEED_KEY, without_seed
 from orchestrator.config.validate import model_names, mult_names

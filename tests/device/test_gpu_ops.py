@@ -4,7 +4,7 @@ float64 references and cuDNN, every geometry, determinism, path counts and bad i
 Needs torch with CUDA, nvcc and a GPU (not part of CI, which has none): `bash tests/device/run_on_gpu.sh`.
 Products are checked with no accumulation ([N,1] x [1,K] matmuls and 1x1 convs with one input or output channel),
 so each output element is one product; the expected bits come from multiplier.h's scalar functions compiled for the
-host (torch.ops.amdnn.products) and from the numpy reference (ops.reference).
+host (torch.ops.amdnn.products) and from the numpy reference (ops.modes.reference).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from ops import error_stats
+from ops.modes import error_stats
 from orchestrator.cell.artifacts import MULT_METRIC
 from orchestrator.report import figures, files as report_files, table as report
 from orchestrator.report.__main__ import main as report_command

@@ -10,7 +10,8 @@ from orchestrator.schedulers.pbs.environment import PBSJobEnvironment
 from orchestrator.schedulers.pbs.executor import PBSExecutor
 
 
-def _register() -> None:
+def register_plugins() -> None:
+    """Register the PBS executor and job environment with submitit unless its entry points already did."""
     if "pbs" in plugins.get_job_environments():
         return
     executors, environments = plugins._get_plugins()  # pylint: disable=protected-access
@@ -21,5 +22,5 @@ def _register() -> None:
 
 
 if __name__ == "__main__":
-    _register()
+    register_plugins()
     submitit_main()
