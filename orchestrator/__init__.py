@@ -10,7 +10,7 @@ The packages, from the bottom layer up (a package imports only those below it; t
     common/      paths, filesystems, cellfiles: what every part shares
     tracking/    one MLflow run per cell through a durable queue (tracker, mode, queue, writer, importer), and
                  reading runs back (reads); MLflow's system metrics
-    schedulers/  Slurm and PBS: resources, job scripts, executor parameters (params), limits, queue states,
+    schedulers/  Slurm and PBS: resources, job scripts, executor parameters (params), limits, job states (job_status),
                  submission; pbs/ is the PBS submitit plugin
     config/      validate(cfg) and ConfigError (validate), the keys conf/ defines (keys), a cell's identity (identity)
     report/      the model x mult table read back from MLflow and its files (`python -m orchestrator.report`)

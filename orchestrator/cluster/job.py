@@ -21,7 +21,7 @@ from orchestrator.cell.run import run_cell
 from orchestrator.cluster.preempt import Warnings
 from orchestrator.common import paths
 from orchestrator.schedulers import scripts
-from orchestrator.schedulers.pbs.environment import arm_walltime_timer
+from orchestrator.schedulers.pbs.job_environment import arm_walltime_timer
 
 _ARG = re.compile(r"^[A-Za-z0-9_.+/:=@-]+$")  # qsub -v splits on commas and PBS strips quotes: keep overrides plain
 

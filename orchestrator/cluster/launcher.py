@@ -29,7 +29,7 @@ from orchestrator.cluster.status import cell_state, done_info, rows, scheduler_s
 from orchestrator.common import paths
 from orchestrator.config.identity import cell_folder, cell_identity, mult_label
 from orchestrator.config.validate import validate
-from orchestrator.schedulers import queue
+from orchestrator.schedulers import job_status
 from orchestrator.schedulers.params import executor_parameters
 from orchestrator.schedulers.resources import check_scheduler, setting
 from orchestrator.schedulers.submit import make_executor
@@ -95,13 +95,13 @@ class ClusterLauncher(BaseSubmititLauncher):
                 by_scheduler.setdefault(tp.cast(dict, previous[n])["executor"]["scheduler"], []).append(job)
             states = {}
             for sched, ids in by_scheduler.items():
-                states.update(queue.job_states(sched, ids))
+                states.update(job_status.job_states(sched, ids))
             to_submit, skipped = [], []
             for cell in cells:
                 record = previous[cell["name"]]
                 if record and done_info(record) or done_info(cell):
                     skipped.append((cell, "finished"))
-                elif cell["name"] in latest and queue.alive(states.get(latest[cell["name"]])):
+                elif cell["name"] in latest and job_status.alive(states.get(latest[cell["name"]])):
                     skipped.append((cell, f"already {states[latest[cell['name']]].lower()} as job "
                                           f"{latest[cell['name']]}"))
                 else:

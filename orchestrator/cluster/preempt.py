@@ -1,7 +1,8 @@
-"""Inside a cluster job: the scheduler's warning (Slurm's USR1 before the walltime or on preemption; PBS's own timer,
-see pbs/environment.py) or a SIGTERM becomes a checkpoint request to the running cell; once the cell has returned
-"preempted", the job requeues itself (Slurm: scontrol requeue, same job id) or submits its continuation (PBS: a new
-job id), within the requeue budget that submitit keeps in the job's pickle (cluster.max_requeues).
+"""Inside a cluster job: the scheduler's warning (Slurm's USR1 before the walltime or on preemption; PBS's own
+timer, see schedulers/pbs/job_environment.py) or a SIGTERM becomes a checkpoint request to the running cell; once
+the cell has returned "preempted", the job requeues itself (Slurm: scontrol requeue, same job id) or submits its
+continuation (PBS: a new job id), within the requeue budget that submitit keeps in the job's pickle
+(cluster.max_requeues).
 
 A SIGTERM alone (scancel, qdel, a node going down) checkpoints but does not requeue: the job was stopped on purpose
 or is dying, and the resume cron decides what happens to the cell next.
@@ -14,7 +15,7 @@ import typing as tp
 from submitit.core import utils
 
 from orchestrator.cell.run import request_checkpoint
-from orchestrator.schedulers.pbs.environment import submit_continuation
+from orchestrator.schedulers.pbs.job_environment import submit_continuation
 
 
 class Warnings:

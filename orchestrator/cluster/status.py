@@ -21,7 +21,7 @@ from pathlib import Path
 
 from orchestrator.cluster.grid import Grid, latest_job
 from orchestrator.common import cellfiles
-from orchestrator.schedulers import queue
+from orchestrator.schedulers import job_status
 from orchestrator.tracking.importer import import_for
 from orchestrator.tracking.reads import cell_runs
 from orchestrator.tracking.tracker import TAG_CELL
@@ -54,7 +54,7 @@ def scheduler_states(records: tp.Iterable[dict]) -> tp.Dict[str, str]:
             wanted[record["executor"]["scheduler"]].append(job)
     states: tp.Dict[str, str] = {}
     for scheduler, ids in wanted.items():
-        states.update(queue.job_states(scheduler, ids))
+        states.update(job_status.job_states(scheduler, ids))
     return states
 
 
@@ -62,9 +62,9 @@ def cell_state(record: dict, states: tp.Mapping[str, str]) -> str:
     if done_info(record):
         return "finished"
     state = states.get(latest_job(record) or "")
-    if state in queue.QUEUED:
+    if state in job_status.QUEUED:
         return "queued"
-    if state in queue.RUNNING:
+    if state in job_status.RUNNING:
         return "running"
     return "failed"
 
@@ -147,7 +147,7 @@ def rows(grid: Grid) -> tp.List[dict]:
             waiting[record["executor"]["scheduler"]].append(latest_job(record))
     reasons: tp.Dict[str, str] = {}
     for scheduler, ids in waiting.items():
-        reasons.update(queue.job_reasons(scheduler, ids))
+        reasons.update(job_status.job_reasons(scheduler, ids))
     out = []
     for record in records:
         p = prog.get(record["identity"], {})

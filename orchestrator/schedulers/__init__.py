@@ -8,7 +8,7 @@
     params     cluster config -> the executor's parameters, for either scheduler: what config.validate checks
                and the cluster launcher submits with
     limits     what a partition or queue can ever give one job; impossible requests refused before submitting
-    queue      job states from the scheduler (sacct/squeue, qstat), and why a job waits (reason, comment)
+    job_status job states from the scheduler (sacct/squeue, qstat), and why a job waits (reason, comment)
     submit     the executor a grid record describes; resubmission
 
 Nothing here knows about cells or configs beyond the `cluster` part of one: the grid layer (orchestrator.cluster)

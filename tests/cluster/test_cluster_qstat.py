@@ -108,7 +108,7 @@ def test_the_installed_entry_points_load_the_plugin(monkeypatch):
 
     from submitit.core import plugins
 
-    from orchestrator.schedulers.pbs.environment import PBSJobEnvironment
+    from orchestrator.schedulers.pbs.job_environment import PBSJobEnvironment
 
     points = {p.name: p for p in entry_points(group="submitit") if p.value.startswith("orchestrator.")}
     assert sorted(points) == ["executor", "job_environment"]
@@ -227,9 +227,9 @@ def test_the_watcher_reads_every_job_through_the_same_queries(pbspro, monkeypatc
 
 def test_a_waiting_jobs_reason_is_pbs_comment(pbspro):
     """What `status` shows for a queued PBS job: its comment (a PBS Pro answer as text; no PBS Pro server here)."""
-    from orchestrator.schedulers import queue
+    from orchestrator.schedulers import job_status
 
     ids = ["12345682.gadi-pbs", "12345678.gadi-pbs"]
     fake = FakeQstat({"qstat -x -f -F json " + " ".join(sorted(ids)): (DATA / "qstat_pbspro_gadi.json").read_text()})
-    assert queue.job_reasons("pbs", ids, run=fake) == {
+    assert job_status.job_reasons("pbs", ids, run=fake) == {
         "12345682.gadi-pbs": "Not Running: Insufficient amount of resource: ngpus"}

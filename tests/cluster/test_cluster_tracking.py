@@ -41,11 +41,11 @@ if os.environ.get("SLURM_JOB_ID") and os.environ.get("AMDNN_GUARDED_STORE"):
 
 def _wait_for_jobs(sandbox, timeout: float) -> None:
     """Until the scheduler no longer has the cells' jobs queued or running (asked directly: `status` would import)."""
-    from orchestrator.schedulers import queue
+    from orchestrator.schedulers import job_status
 
     ids = [r["jobs"][-1]["id"] for r in sandbox.records()]
     deadline = time.time() + timeout
-    while any(queue.alive(state) for state in queue.job_states("slurm", ids).values()):
+    while any(job_status.alive(state) for state in job_status.job_states("slurm", ids).values()):
         assert time.time() < deadline, f"jobs {ids} still queued or running after {timeout:.0f} s"
         time.sleep(3)
 

@@ -10,6 +10,6 @@ the project is installed.
     query.py        asking qstat: every id answered (re-asked singly if a build drops some), unreadable JSON asked
                     again as text
     executor.py     PBSExecutor (qsub), PBSJob (qdel) and the state watcher (qstat)
-    environment.py  PBSJobEnvironment: inside the job, a walltime timer and continuation jobs
+    job_environment.py  PBSJobEnvironment: inside the job, a walltime timer and continuation jobs
     __main__.py     the job's entry point: submitit's, with the plugin registered even when not pip-installed
 """

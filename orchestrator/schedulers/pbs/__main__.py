@@ -6,7 +6,7 @@ pip-installed (then the "submitit" entry points of pyproject.toml are not regist
 from submitit.core import plugins
 from submitit.core.submission import submitit_main
 
-from orchestrator.schedulers.pbs.environment import PBSJobEnvironment
+from orchestrator.schedulers.pbs.job_environment import PBSJobEnvironment
 from orchestrator.schedulers.pbs.executor import PBSExecutor
 
 

@@ -18,7 +18,7 @@ from submitit.core import core, logger, utils
 from orchestrator.schedulers import scripts
 from orchestrator.schedulers.resources import RESOURCE_NAMES, SUBMITIT_GENERIC
 from orchestrator.schedulers.pbs import qstat
-# qstat_flavour and query_states are used from here by queue.py and the tests.
+# qstat_flavour and query_states are used from here by schedulers/job_status.py and the tests.
 from orchestrator.schedulers.pbs.query import (parse_qstat, qstat_command, qstat_flavour,  # noqa: F401
                                               query_info, query_states)
 from orchestrator.schedulers.pbs.script import make_pbs_script, valid_parameters
