@@ -27,10 +27,12 @@ constexpr int64_t kMR = 6;
 constexpr int64_t kNR = 32;
 constexpr bool kMaskRegisters = true;
 
+// A mode not named here has no fast kernel: the generic one runs it.
 template <Mode M>
 constexpr Form kForm = M == Mode::kAcc32 || M == Mode::kAcc16 || M == Mode::kFp16 ? Form::kMultiply
                        : M == Mode::kMit32 || M == Mode::kMit16                  ? Form::kAddBits
                        : M == Mode::kAm32                                        ? Form::kMbmFormula
+                       : M != Mode::kAm16 && M != Mode::kTable                   ? Form::kNone
                        : kPermuteBytes                                           ? Form::kTablePermute
                                                                                  : Form::kTableDwords;
 

@@ -764,17 +764,10 @@ LaunchStatus launch_mode(const GemmParams<LoadA, LoadB, Rows>& base, int64_t m, 
 template <int BM, int BN, int V, class LoadA, class LoadB, class Rows>
 LaunchStatus launch_tiles(Mode mode, const GemmParams<LoadA, LoadB, Rows>& p, int64_t m, int64_t n, int64_t k,
                           const Split& s, float* c, void* workspace, cudaStream_t stream) {
-  switch (mode) {
-    case Mode::kAcc32: return launch_mode<Mode::kAcc32, BM, BN, V>(p, m, n, k, s, c, workspace, stream);
-    case Mode::kAcc16: return launch_mode<Mode::kAcc16, BM, BN, V>(p, m, n, k, s, c, workspace, stream);
-    case Mode::kFp16: return launch_mode<Mode::kFp16, BM, BN, V>(p, m, n, k, s, c, workspace, stream);
-    case Mode::kAm32: return launch_mode<Mode::kAm32, BM, BN, V>(p, m, n, k, s, c, workspace, stream);
-    case Mode::kAm16: return launch_mode<Mode::kAm16, BM, BN, V>(p, m, n, k, s, c, workspace, stream);
-    case Mode::kMit32: return launch_mode<Mode::kMit32, BM, BN, V>(p, m, n, k, s, c, workspace, stream);
-    case Mode::kMit16: return launch_mode<Mode::kMit16, BM, BN, V>(p, m, n, k, s, c, workspace, stream);
-    case Mode::kTable: return launch_mode<Mode::kTable, BM, BN, V>(p, m, n, k, s, c, workspace, stream);
-  }
-  return {false, "unknown multiplier mode"};
+  return dispatch_mode(
+      mode,
+      [&](auto tag) { return launch_mode<decltype(tag)::value, BM, BN, V>(p, m, n, k, s, c, workspace, stream); },
+      [] { return LaunchStatus{false, "unknown multiplier mode"}; });
 }
 
 // C [m, n] = A (*) B with rows of C placed by `rows` (dense [m, n] by default). k == 0 writes zeros (dense C only).

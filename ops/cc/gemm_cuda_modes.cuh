@@ -48,8 +48,16 @@ __device__ __forceinline__ float add_keeping_nan(float acc, float p) {
 
 // Per mode: kPlanes decoded words per operand, decode(bits, left) -> planes, exact(bits) for the fast range, and
 // madd(acc, a planes, b planes, table) adding the product of one pair to acc exactly as acc + product<M>(a, b).
+// A mode without a specialisation has no fast formula: no operand is in its fast range, so every tile takes the
+// generic path (product<M> of multiplier.h), and its madd is never reached.
 template <Mode M>
-struct Fast;
+struct Fast {
+  static constexpr int kPlanes = 1;
+  static constexpr bool kRawIsPlane = true;
+  __device__ static bool exact(uint32_t) { return false; }
+  __device__ static void decode(uint32_t u, bool, uint32_t* w) { w[0] = u; }
+  __device__ static float madd(float acc, const uint32_t*, const uint32_t*, const char*) { return acc; }
+};
 
 // acc32 reads the raw bits: FMUL with flush-to-zero (mul.rn.ftz) turns a subnormal operand into the zero that rule 2
 // asks for, so nothing is decoded and the tile is staged once (no plane beside the raw bits). No product of the fast
