@@ -150,6 +150,7 @@ struct GemmParams {
   Rows rows;               // where C's rows go (unsplit launches)
   long long split_stride;  // elements between the partial results of consecutive splits (0: one split)
   const uint8_t* table7;   // device, kTable only
+  Mode mode;               // the mode, read by the kernel of every mode (kAnyMode) only
 };
 
 // One operand's part of a k tile: which elements this thread stages and where they go. A thread stages kGroups groups
@@ -368,6 +369,28 @@ __device__ __noinline__ void generic_products(const uint32_t* a, const uint32_t*
   }
 }
 
+// The kernel of every mode: gemm_kernel<kAnyMode, ...> reads the mode from its parameters and runs every tile on the
+// generic path (Fast<kAnyMode> has no fast range), through the generic products of that mode. The same running sums
+// in k order as the kernels of one mode, so the same bits; one instantiation serves the eight modes of a GEMM that
+// is rare enough not to need the fast formulas (launch, kFastSingleLoad).
+constexpr Mode kAnyMode = Mode::kAnyMode;
+
+template <int kTM, int kTN>
+__device__ __noinline__ void generic_products_of(Mode mode, const uint32_t* a, const uint32_t* b, int a_groups,
+                                                 int b_groups, int ty, int tx, const uint8_t* table7,
+                                                 float* products) {
+  switch (mode) {
+#define AMDNN_GENERIC_PRODUCTS(id, name, fn)                                                             \
+  case Mode::id:                                                                                         \
+    generic_products<Mode::id, kTM, kTN>(a, b, a_groups, b_groups, ty, tx, table7, products);            \
+    break;
+    AMDNN_MODES(AMDNN_GENERIC_PRODUCTS)
+#undef AMDNN_GENERIC_PRODUCTS
+    case kAnyMode:
+      break;
+  }
+}
+
 // A loop with a cheaper product where no pair of a k step is in a corner of the mode's formula (am16's NonzeroRight:
 // gemm_cuda_modes.cuh) splits each k step on a warp vote: the vote's cost (the ORs of the fragments' flags,
 // ~9 instructions a thread) against one instruction a product saved, 32 a step on the 8 x 4 thread tiles, where ~78 %
@@ -582,8 +605,12 @@ __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOC
       const uint32_t* const rb = raw_b(s);
       for (int kk = 0; kk < kBK; ++kk) {
         float products[kTM * kTN];
-        generic_products<M, kTM, kTN>(ra + kk * kLdA, rb + kk * kLdB, fragment_group_stride<BM, kTM>(),
-                                      fragment_group_stride<BN, kTN>(), ty, tx, p.table7, products);
+        if constexpr (M == kAnyMode)
+          generic_products_of<kTM, kTN>(p.mode, ra + kk * kLdA, rb + kk * kLdB, fragment_group_stride<BM, kTM>(),
+                                        fragment_group_stride<BN, kTN>(), ty, tx, p.table7, products);
+        else
+          generic_products<M, kTM, kTN>(ra + kk * kLdA, rb + kk * kLdB, fragment_group_stride<BM, kTM>(),
+                                        fragment_group_stride<BN, kTN>(), ty, tx, p.table7, products);
 #pragma unroll
         for (int i = 0; i < kTM; ++i)
 #pragma unroll
@@ -770,6 +797,40 @@ LaunchStatus launch_tiles(Mode mode, const GemmParams<LoadA, LoadB, Rows>& p, in
       [] { return LaunchStatus{false, "unknown multiplier mode"}; });
 }
 
+// Operands that cannot be read four floats at a time take the 128 x 64 kernel with single loads. Those that training
+// meets every step keep one such kernel a mode, with the fast formulas: the forward and the filter gradient of a
+// conv whose input channels are not a multiple of 4 (a CIFAR ResNet's stem, 3 channels; LeNet's convs). The other
+// misaligned GEMMs (matmuls with a size not a multiple of 4, such as a classifier's 10 outputs, a few microseconds;
+// input gradients of such channel counts, which a stem does not need; pixel-major filter gradients of misaligned
+// tensors) and the dilated convs' input gradients (DyGather, every alignment) run the kernel of every mode
+// (kAnyMode, the generic path): one instantiation a loader pair instead of eight, for the build's time.
+template <class LoadA, class LoadB>
+constexpr bool kFastSingleLoad =
+    (std::is_same_v<LoadA, Im2Col> || std::is_same_v<LoadA, Im2ColTransposed>) && std::is_same_v<LoadB, DenseAlongOuter>;
+template <class LoadA>
+constexpr bool kAnyModeOnly = std::is_same_v<LoadA, DyGather>;
+
+// lut's 192 x 64 tiles (lut_192_rows) pay at m = 576, the filter gradients of 3 x 3 x 64 taps (Im2ColTransposed);
+// where m is batch x pixels, m % 128 != 0 takes a batch not a multiple of 8, and a matmul's m is rarely 576. lut's
+// and am16's 256 x 64 tiles (kTallRows) pay where m >= 16,384 rows meet narrow outputs: the first stage's forward
+// and input gradients; a filter gradient's m (its taps) reaches 16,384 only past 1,820 input channels (3 x 3). (A
+// matmul's rarely does either; it keeps the 256 x 64 tiles, through which the device suite checks their ragged last
+// row tile.) The other GEMMs take the 128 x 64 tiles there: the same bits (the slices are nominal_split's either
+// way), one to three instantiations fewer; ptxas spent 2 s of gemm_cuda_matmul.cu's 40 s (sm_90) on lut's 192 x 64.
+template <class LoadA>
+constexpr bool kLut192Tiles = std::is_same_v<LoadA, Im2ColTransposed>;
+template <class LoadA>
+constexpr bool kTallTiles = !std::is_same_v<LoadA, Im2ColTransposed>;
+
+template <class LoadA, class LoadB, class Rows>
+LaunchStatus launch_single_load(Mode mode, const GemmParams<LoadA, LoadB, Rows>& p, int64_t m, int64_t n, int64_t k,
+                                const Split& s, float* c, void* workspace, cudaStream_t stream) {
+  if constexpr (kFastSingleLoad<LoadA, LoadB>)
+    return launch_tiles<128, 64, 1>(mode, p, m, n, k, s, c, workspace, stream);
+  else
+    return launch_mode<kAnyMode, 128, 64, 1>(p, m, n, k, s, c, workspace, stream);
+}
+
 // C [m, n] = A (*) B with rows of C placed by `rows` (dense [m, n] by default). k == 0 writes zeros (dense C only).
 // The k slices are nominal_split's unless given (pixel-major rows: gemm_cuda_padding.cuh).
 template <class LoadA, class LoadB, class Rows = DenseRows>
@@ -787,30 +848,37 @@ LaunchStatus launch(const GpuMultiplier& mult, LoadA a, LoadB b, int64_t m, int6
   p.a = a;
   p.b = b;
   p.table7 = mult.table7;
+  p.mode = mult.mode;
   if constexpr (std::is_same_v<Rows, DenseRows>) {
     if (rows.ldc < 0) rows.ldc = static_cast<int>(n);
   }
   p.rows = rows;
   // Operands that can be read four floats at a time (every ResNet layer but the first) take the kernels with 16-byte
-  // loads; the rest, the 128 x 64 kernel with single loads (one fallback instantiation per mode, not two).
+  // loads; the rest, the 128 x 64 kernel with single loads (launch_single_load).
   const Split s = split != nullptr ? *split : nominal_split(mult.mode, m, n, k);
-  if constexpr (kSkipsPadding<LoadA>) {
+  if constexpr (kAnyModeOnly<LoadA>) {
+    return launch_mode<kAnyMode, 128, 64, 1>(p, m, n, k, s, c, workspace, stream);
+  } else if constexpr (kSkipsPadding<LoadA>) {
     // one kernel a mode: pixel_major_plan takes n > 64 and m a multiple of 128, the caller 16-byte loads
     return launch_tiles<128, 128, 4>(mult.mode, p, m, n, k, s, c, workspace, stream);
   } else if constexpr (kPixelMajorK<LoadA>) {
-    return launch_tiles<128, 64, 1>(mult.mode, p, m, n, k, s, c, workspace, stream);  // misaligned: the fallback
+    return launch_single_load(mult.mode, p, m, n, k, s, c, workspace, stream);  // misaligned: the fallback
   } else {
     if (a.vector_ok() && b.vector_ok() && k % 4 == 0) {
-      if (lut_192_rows(mult.mode, m, n))
-        return launch_mode<Mode::kTable, 192, 64, 4>(p, m, n, k, s, c, workspace, stream);
-      if (narrow(n) && mult.mode == Mode::kTable && m >= kTallRows)
-        return launch_mode<Mode::kTable, 256, 64, 4>(p, m, n, k, s, c, workspace, stream);
-      if (narrow(n) && mult.mode == Mode::kAm16 && m >= kTallRows)
-        return launch_mode<Mode::kAm16, 256, 64, 4>(p, m, n, k, s, c, workspace, stream);
+      if constexpr (kLut192Tiles<LoadA>) {
+        if (lut_192_rows(mult.mode, m, n))
+          return launch_mode<Mode::kTable, 192, 64, 4>(p, m, n, k, s, c, workspace, stream);
+      }
+      if constexpr (kTallTiles<LoadA>) {
+        if (narrow(n) && mult.mode == Mode::kTable && m >= kTallRows)
+          return launch_mode<Mode::kTable, 256, 64, 4>(p, m, n, k, s, c, workspace, stream);
+        if (narrow(n) && mult.mode == Mode::kAm16 && m >= kTallRows)
+          return launch_mode<Mode::kAm16, 256, 64, 4>(p, m, n, k, s, c, workspace, stream);
+      }
       if (narrow(n)) return launch_tiles<128, 64, 4>(mult.mode, p, m, n, k, s, c, workspace, stream);
       return launch_tiles<128, 128, 4>(mult.mode, p, m, n, k, s, c, workspace, stream);
     }
-    return launch_tiles<128, 64, 1>(mult.mode, p, m, n, k, s, c, workspace, stream);
+    return launch_single_load(mult.mode, p, m, n, k, s, c, workspace, stream);
   }
 }
 

@@ -22,9 +22,10 @@
 namespace amdnn {
 
 // The modes the kernels implement (multiplier_modes.h), kAcc32 = 0 first; Python's ops/multipliers.py is the list
-// users see ("lut:<file>" maps to kTable).
+// users see ("lut:<file>" maps to kTable). kAnyMode is no multiplier: it names the CUDA kernel that serves every mode,
+// reading the mode at run time (gemm_cuda_kernel.cuh); a template argument must be an enumerator for nvcc's stubs.
 #define AMDNN_MODE_ENUMERATOR(id, name, fn) id,
-enum class Mode : int32_t { AMDNN_MODES(AMDNN_MODE_ENUMERATOR) };
+enum class Mode : int32_t { AMDNN_MODES(AMDNN_MODE_ENUMERATOR) kAnyMode = -1 };
 #undef AMDNN_MODE_ENUMERATOR
 
 constexpr uint32_t kSignMask = 0x80000000u;
@@ -236,6 +237,8 @@ inline decltype(auto) dispatch_mode(Mode mode, Fn&& fn, Unknown&& unknown) {
     return fn(ModeTag<Mode::id>{});
     AMDNN_MODES(AMDNN_MODE_CASE)
 #undef AMDNN_MODE_CASE
+    case Mode::kAnyMode:
+      break;
   }
   return unknown();
 }
