@@ -29,18 +29,9 @@ float reference_sum(const amdnn::Multiplier& mult, const float* a, const float* 
 
 float reference(const amdnn::Multiplier& mult, const float* a, const float* b, int64_t n, int64_t k, int64_t i,
                 int64_t j) {
-  using amdnn::Mode;
-  switch (mult.mode) {
-    case Mode::kAcc32: return reference_sum<Mode::kAcc32>(mult, a, b, n, k, i, j);
-    case Mode::kAcc16: return reference_sum<Mode::kAcc16>(mult, a, b, n, k, i, j);
-    case Mode::kFp16: return reference_sum<Mode::kFp16>(mult, a, b, n, k, i, j);
-    case Mode::kAm32: return reference_sum<Mode::kAm32>(mult, a, b, n, k, i, j);
-    case Mode::kAm16: return reference_sum<Mode::kAm16>(mult, a, b, n, k, i, j);
-    case Mode::kMit32: return reference_sum<Mode::kMit32>(mult, a, b, n, k, i, j);
-    case Mode::kMit16: return reference_sum<Mode::kMit16>(mult, a, b, n, k, i, j);
-    case Mode::kTable: return reference_sum<Mode::kTable>(mult, a, b, n, k, i, j);
-  }
-  return 0.0f;
+  return amdnn::dispatch_mode(
+      mult.mode, [&](auto mode) { return reference_sum<decltype(mode)::value>(mult, a, b, n, k, i, j); },
+      [] { return 0.0f; });
 }
 
 }  // namespace

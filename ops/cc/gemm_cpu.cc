@@ -488,32 +488,14 @@ void approximate_gemm(const Multiplier& multiplier, const GemmOperand& a, const 
       g.mc = round_up(g.mc / 2, kMR);
     }
   }
-  switch (multiplier.mode) {
-    case Mode::kAcc32: return run_mode<Mode::kAcc32>(g, parallel_for);
-    case Mode::kAcc16: return run_mode<Mode::kAcc16>(g, parallel_for);
-    case Mode::kFp16: return run_mode<Mode::kFp16>(g, parallel_for);
-    case Mode::kAm32: return run_mode<Mode::kAm32>(g, parallel_for);
-    case Mode::kAm16: return run_mode<Mode::kAm16>(g, parallel_for);
-    case Mode::kMit32: return run_mode<Mode::kMit32>(g, parallel_for);
-    case Mode::kMit16: return run_mode<Mode::kMit16>(g, parallel_for);
-    case Mode::kTable: return run_mode<Mode::kTable>(g, parallel_for);
-  }
+  dispatch_mode(
+      multiplier.mode, [&](auto mode) { run_mode<decltype(mode)::value>(g, parallel_for); }, [] {});
 }
 
 const char* cpu_kernel_level() { return cpu_layer::kLevel; }
 
 bool cpu_fast_kernel(Mode mode) {
-  switch (mode) {
-    case Mode::kAcc32: return kFastKernel<Mode::kAcc32>;
-    case Mode::kAcc16: return kFastKernel<Mode::kAcc16>;
-    case Mode::kFp16: return kFastKernel<Mode::kFp16>;
-    case Mode::kAm32: return kFastKernel<Mode::kAm32>;
-    case Mode::kAm16: return kFastKernel<Mode::kAm16>;
-    case Mode::kMit32: return kFastKernel<Mode::kMit32>;
-    case Mode::kMit16: return kFastKernel<Mode::kMit16>;
-    case Mode::kTable: return kFastKernel<Mode::kTable>;
-  }
-  return false;
+  return dispatch_mode(mode, [](auto m) { return kFastKernel<decltype(m)::value>; }, [] { return false; });
 }
 
 PathCounts path_counts() {

@@ -22,11 +22,13 @@ constexpr int64_t kMR = 6;
 constexpr int64_t kNR = 16;
 constexpr bool kMaskRegisters = false;
 
+// A mode not named here has no fast kernel: the generic one runs it.
 template <Mode M>
 constexpr Form kForm = M == Mode::kAcc32 || M == Mode::kAcc16 || M == Mode::kFp16 ? Form::kMultiply
                        : M == Mode::kMit32 || M == Mode::kMit16                  ? Form::kAddBits
                        : M == Mode::kAm32                                        ? Form::kMbmFormula
-                                                                                 : Form::kTableColumns;
+                       : M == Mode::kAm16 || M == Mode::kTable                   ? Form::kTableColumns
+                                                                                 : Form::kNone;
 
 inline __m256i set1(uint32_t v) { return _mm256_set1_epi32(static_cast<int>(v)); }
 inline __m256i as_int(__m256 v) { return _mm256_castps_si256(v); }

@@ -27,10 +27,12 @@ constexpr int64_t kMR = 6;
 constexpr int64_t kNR = 32;
 constexpr bool kMaskRegisters = true;
 
+// A mode not named here has no fast kernel: the generic one runs it.
 template <Mode M>
 constexpr Form kForm = M == Mode::kAcc32 || M == Mode::kAcc16 || M == Mode::kFp16 ? Form::kMultiply
                        : M == Mode::kMit32 || M == Mode::kMit16                  ? Form::kAddBits
                        : M == Mode::kAm32                                        ? Form::kMbmFormula
+                       : M != Mode::kAm16 && M != Mode::kTable                   ? Form::kNone
                        : kPermuteBytes                                           ? Form::kTablePermute
                                                                                  : Form::kTableDwords;
 
@@ -70,7 +72,7 @@ inline __m512 fast_product16(__m512i a0, __m512i b0, __m512i a1, __m512i b1) {
 // kTableDwords (no byte permute without VBMI): the dword permute fetches the 4 entries around it, the in-lane byte
 // shuffle keeps the one wanted in byte 2 and zeros the rest, both driven by one control word (dwords_control): 4
 // instructions per 16 products. The vpgatherdd it replaces (16 loads) ran lut at 1.6-2.7 Gproducts/s on Zen 4,
-// this at 17.6 (single thread, 2026-11-24); am16 went from a 7-instruction byte formula of its MBM correction
+// this at 17.6 (single thread); am16 went from a 7-instruction byte formula of its MBM correction
 // (10.9) to 17.4.
 // Lanes of rule 2 zeros (their b0 is 0 too) look nothing up, so they add 0 * pa.
 template <Form F>

@@ -8,7 +8,7 @@
 //
 // The GEMMs read the filter as HWOI [kh, kw, out_c, in_c]: B's row k = (kh, kw, co) is then in_c contiguous floats,
 // read like the forward's HWIO weights (16-byte loads along n, no transposing stores). Read from HWIO along k, its
-// stores to shared memory were 2-way conflicted (ncu, H100, 2026-11-25); the input gradient ran ~5 % below the
+// stores to shared memory were 2-way conflicted (ncu, H100); the input gradient ran ~5 % below the
 // forward of the same GEMM shape before and ~4 % after (am16's seven input gradients 6.02 -> 6.00 ms with the HWIO
 // entry's transposes in). The torch binding makes HWOI in the one copy it makes of torch's OIHW anyway; an HWIO
 // filter (TensorFlow's) is transposed into the workspace first (a 512 x 512 x 3 x 3 filter moves 19 MB: ~10 us at
@@ -187,7 +187,7 @@ struct PhaseRows {
 // (if given): whether some phase has pixels but no taps (a 1 x 1 filter at stride 2), whose gradient is zero.
 // Each phase takes the k slices it would take alone, though the four run side by side: of some twenty slicings
 // (none, for the phases' joint tiles, one slice length for all, the 4-tap phase cut further) none was faster, lut
-// 16/128/256/2 0.565 ms against 0.571-0.628, 8/256/512/2 0.567 against 0.612-0.910 (H100, 2026-11-27).
+// 16/128/256/2 0.565 ms against 0.571-0.628, 8/256/512/2 0.567 against 0.612-0.910 (H100).
 struct PhaseLaunch {
   Phase phase;
   size_t workspace_offset;
@@ -264,7 +264,7 @@ LaunchStatus conv2d_backprop_input_hwoi(const GpuMultiplier& mult, const ConvGeo
     // Stride 1 without dilation is one phase of all the taps: PhaseGather reads it with two unsigned bounds checks a
     // group where DyGather, which also serves dilation, takes four and a branch on the stride. The same k order, so
     // the same bits; the four stride-1 input gradients of the benchmark's shapes 5.97 -> 5.79 ms (lut) and 5.47 ->
-    // 5.36 (am16), now at their forwards' rate (H100, 2026-11-26, bench/gpu_conv_ops.cu, every hash equal).
+    // 5.36 (am16), now at their forwards' rate (H100, bench/gpu_conv_ops.cu, every hash equal).
     if (one_phase(g)) {
       const PixelMajorRows pixel_major_rows{g32.batch, g32.in_h * g32.in_w, g32.in_c};
       return launch_skipping_padding<PhaseGatherPixelMajor>(mult, one_phase_gather(g, dy), b, rows, g.in_c, k, dx,

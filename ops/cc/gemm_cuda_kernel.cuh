@@ -44,8 +44,8 @@ namespace {
 #endif
 
 // k per staged tile. 16 halves the barriers and doubles the independent work between them: am16, lut, Mitchell
-// (H100: am16 3.52x -> 3.39x of cuDNN, mit16 2.85x -> 2.62x) and acc32 (1.55x -> 1.51x, 2026-11-24; the same on the
-// kernels of 11-23), on tiles of 128 x 128 outputs (lut's narrow 256 x 64 too); am32 (three planes) spills at 16, as do
+// (H100: am16 3.52x -> 3.39x of cuDNN, mit16 2.85x -> 2.62x) and acc32 (1.55x -> 1.51x; the same on the
+// kernels before them), on tiles of 128 x 128 outputs (lut's narrow 256 x 64 too); am32 (three planes) spills at 16, as do
 // the 128 x 64 tiles (128 threads, 16 staged elements each).
 template <Mode M>
 constexpr int tile_k(int bm, int bn) {
@@ -67,16 +67,16 @@ constexpr int kThreadProducts = 64;  // the largest thread tile: 8 x 8, lut's 16
 // 32 x 2); the other modes take 8 x 8, the fewest fragment reads per product. am16 on 128 x 128 tiles takes 8 x 4:
 // 512 threads of at most 128 registers (125, no spills), 4 warps per scheduler instead of 2, and its products
 // (4 instructions, no lookup) issue at 74 % of the slots instead of 70 %: the 21 conv ops of the benchmark 17.55 ->
-// 17.11 ms (H100, 2026-11-26, same bits). The narrow tiles keep 8 x 8: on 8 x 4 with k tiles of 16 (256 threads,
-// two blocks per SM) they ran at the same speed (17.12 against 17.13 ms, the same day). The table modes at 8 x 4
-// (am16's table, Mitchell; 2026-11-24) ran at the same speed as 8 x 8: the shared-memory pipe or the integer pipe
+// 17.11 ms (H100, same bits). The narrow tiles keep 8 x 8: on 8 x 4 with k tiles of 16 (256 threads,
+// two blocks per SM) they ran at the same speed (17.12 against 17.13 ms). The table modes at 8 x 4
+// (am16's table, Mitchell) ran at the same speed as 8 x 8: the shared-memory pipe or the integer pipe
 // bound them, not the warps.
 // lut's narrow tiles (BN = 64) turn the warp the other way: 4 x 16 thread tiles, a warp's lanes one above the other
 // sharing their columns (right operands), the table transposed (FastTable<true>), so that the fragment reads per
 // lookup are those of the 128 x 128 tiles (24 wavefronts per 64 lookups, against 36 on 32 x 2 tiles); with m >= 16,384
 // on 256 x 64 tiles with k tiles of 16 (launch). On its own this bought ~0.5 % of lut's 21 conv ops; with the table
 // staged 16 bytes a lane and the outputs stored 16 bytes a lane (FastTable::stage_table, store_run) the ops went from
-// 18.25 to 17.58 ms, the 32/64/64 forward 1.19 -> 1.05 ms (H100, 2026-11-26, same bits). Every lut kernel of 64
+// 18.25 to 17.58 ms, the 32/64/64 forward 1.19 -> 1.05 ms (H100, same bits). Every lut kernel of 64
 // columns takes this layout, the single-load 128 x 64 fallback of any n included (the same products, other warps).
 template <Mode M, int BN>
 constexpr bool table_by_right() {
@@ -102,7 +102,7 @@ constexpr int thread_rows() {
 // of its pairs can be a corner (gemm_cuda_modes.cuh), which a step of 8 rows by 128 columns allows ~78 % of the time
 // against ~60 % for 32 by 32 (estimated from 1 operand in 32 on each side with a field | 1 of 125 or 127); its right
 // fragment reads take 4 wavefronts instead of 1, its left ones are broadcasts: the 21 conv ops 16.75 -> 16.49 ms (H100,
-// 2026-11-26, same bits).
+// same bits).
 #ifndef AMDNN_GPU_WARP_COLS
 #define AMDNN_GPU_WARP_COLS 8
 #endif
@@ -150,6 +150,7 @@ struct GemmParams {
   Rows rows;               // where C's rows go (unsplit launches)
   long long split_stride;  // elements between the partial results of consecutive splits (0: one split)
   const uint8_t* table7;   // device, kTable only
+  Mode mode;               // the mode, read by the kernel of every mode (kAnyMode) only
 };
 
 // One operand's part of a k tile: which elements this thread stages and where they go. A thread stages kGroups groups
@@ -368,12 +369,34 @@ __device__ __noinline__ void generic_products(const uint32_t* a, const uint32_t*
   }
 }
 
+// The kernel of every mode: gemm_kernel<kAnyMode, ...> reads the mode from its parameters and runs every tile on the
+// generic path (Fast<kAnyMode> has no fast range), through the generic products of that mode. The same running sums
+// in k order as the kernels of one mode, so the same bits; one instantiation serves the eight modes of a GEMM that
+// is rare enough not to need the fast formulas (launch, kFastSingleLoad).
+constexpr Mode kAnyMode = Mode::kAnyMode;
+
+template <int kTM, int kTN>
+__device__ __noinline__ void generic_products_of(Mode mode, const uint32_t* a, const uint32_t* b, int a_groups,
+                                                 int b_groups, int ty, int tx, const uint8_t* table7,
+                                                 float* products) {
+  switch (mode) {
+#define AMDNN_GENERIC_PRODUCTS(id, name, fn)                                                             \
+  case Mode::id:                                                                                         \
+    generic_products<Mode::id, kTM, kTN>(a, b, a_groups, b_groups, ty, tx, table7, products);            \
+    break;
+    AMDNN_MODES(AMDNN_GENERIC_PRODUCTS)
+#undef AMDNN_GENERIC_PRODUCTS
+    case kAnyMode:
+      break;
+  }
+}
+
 // A loop with a cheaper product where no pair of a k step is in a corner of the mode's formula (am16's NonzeroRight:
 // gemm_cuda_modes.cuh) splits each k step on a warp vote: the vote's cost (the ORs of the fragments' flags,
 // ~9 instructions a thread) against one instruction a product saved, 32 a step on the 8 x 4 thread tiles, where ~78 %
 // of a warp's steps have no corner (warp_cols). On 8 x 8 thread tiles (the narrow 128 x 64 kernels: 64 products a step,
-// ~45 % of the steps without a corner, and twice the code) the split made the first stage's ops 14-18 % slower (H100,
-// 2026-11-26): they keep the one loop.
+// ~45 % of the steps without a corner, and twice the code) the split made the first stage's ops 14-18 % slower (H100):
+// they keep the one loop.
 template <class Inner, class = void>
 constexpr bool kHasCornerSplit = false;
 template <class Inner>
@@ -425,7 +448,7 @@ __device__ __forceinline__ void fast_tile(const uint32_t* da, const uint32_t* db
 // so a zero of either sign leaves it): the block skips the tile's products, the same bits. Tiles with an inf or NaN
 // take the generic path and keep 0 x inf = NaN. Other loaders never skip, and their kernels hold none of this. Two
 // registers through the k loop (a tap cursor and the pixels' span took nine and made am16's 128 x 128 kernel spill at
-// its 128; H100, 2026-11-27): the groups' bits, shifted as k passes each group, and the k within the group.
+// its 128; H100): the groups' bits, shifted as k passes each group, and the k within the group.
 template <class L, class = void>
 constexpr bool kSkipsPadding = false;
 template <class L>
@@ -549,7 +572,7 @@ __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOC
   unsigned fast_steps = 0, generic_steps = 0;
   uint32_t flags = 0;
   // lut stages its table while the loads of tile 0 are in flight: its 21 conv ops 17.53 -> 17.46 ms (H100,
-  // 2026-11-26, same bits; blocks of short k, as the split filter gradients', gain most)
+  // same bits; blocks of short k, as the split filter gradients', gain most)
   if (tiles > 0) fetch();
   if constexpr (M == Mode::kTable) F::stage_table(p.table7, table, tid, kThreads);
   if (tiles > 0) {
@@ -582,8 +605,12 @@ __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOC
       const uint32_t* const rb = raw_b(s);
       for (int kk = 0; kk < kBK; ++kk) {
         float products[kTM * kTN];
-        generic_products<M, kTM, kTN>(ra + kk * kLdA, rb + kk * kLdB, fragment_group_stride<BM, kTM>(),
-                                      fragment_group_stride<BN, kTN>(), ty, tx, p.table7, products);
+        if constexpr (M == kAnyMode)
+          generic_products_of<kTM, kTN>(p.mode, ra + kk * kLdA, rb + kk * kLdB, fragment_group_stride<BM, kTM>(),
+                                        fragment_group_stride<BN, kTN>(), ty, tx, p.table7, products);
+        else
+          generic_products<M, kTM, kTN>(ra + kk * kLdA, rb + kk * kLdB, fragment_group_stride<BM, kTM>(),
+                                        fragment_group_stride<BN, kTN>(), ty, tx, p.table7, products);
 #pragma unroll
         for (int i = 0; i < kTM; ++i)
 #pragma unroll
@@ -603,7 +630,7 @@ __global__ void __launch_bounds__(block_threads<M, BM, BN>(), AMDNN_GPU_MIN_BLOC
     const long long row_start = p.split_stride ? static_cast<long long>(r) * p.n : p.rows.offset(r);
     // Wide stores where a warp's lanes do not lie in one row of thread tiles. In one row (am16's and lut's 128 x 128
     // warps) a 4-byte store of the warp writes 128 bytes of one row already, and am16's 16-byte stores cost its
-    // 128 x 128 ops ~1 % (128 registers against 125; H100, 2026-11-26).
+    // 128 x 128 ops ~1 % (128 registers against 125; H100).
     constexpr int kRun = warp_cols<M, BN>() == 32 ? 1 : fragment_vector<kTN>();
 #pragma unroll
     for (int g = 0; g < kTN; g += kRun) {
@@ -635,7 +662,7 @@ __global__ void sum_splits(const float* partial, int splits, long long stride, i
 // (256 tiles) is not cut. A smaller one is cut into the number of slices that minimises an estimate of its time on an
 // H100 (132 SMs; a 256-thread block per SM, or two of 128): whole waves times a block's k plus its start and end,
 // plus the pass that adds the slices. Slices of at least 128 k: a GEMM with k < 256 is one running sum in k order.
-// Against the rule before it (slices for ~512 blocks, at least 256 k each), 2026-11-25: fewer, longer blocks where a
+// Against the rule before it (slices for ~512 blocks, at least 256 k each): fewer, longer blocks where a
 // wave is as full (the 8x8 256 -> 256 forward conv at batch 128: 1 slice, 128 blocks, against 4 and 512), and
 // waves filled where 512 blocks left the last one a tenth full (its filter gradient: 11 slices, 396 blocks, against
 // 15 and 540); measured in docs/performance.md.
@@ -692,14 +719,14 @@ Split split_for(int64_t m, int64_t n, int64_t k) {
 // Narrow outputs (n <= 64: the first ResNet stage, most matmuls of small layers) use 128 x 64 tiles; lut's and am16's,
 // where m fills 256-row tiles (kTallRows), 256 x 64 tiles with k tiles of 16, as many products a block and a k tile
 // as the 128 x 128 tiles (am16 on 8 x 8 thread tiles, 250 registers: the 32/64/64 forward 1.05 -> 1.01 ms, its
-// input gradient 1.10 -> 1.08, am16's 21 conv ops 16.51 -> 16.40; H100, 2026-11-26, same bits). The k slices stay
-// those of the nominal 128 x 64 tile. (mit16 lost 2-9 % on 256 x 64 tiles, 2026-11-25.)
+// input gradient 1.10 -> 1.08, am16's 21 conv ops 16.51 -> 16.40; H100, same bits). The k slices stay
+// those of the nominal 128 x 64 tile. (mit16 lost 2-9 % on 256 x 64 tiles.)
 bool narrow(int64_t n) { return n <= 64; }
 constexpr int64_t kTallRows = 16384;
 
 // lut's GEMMs of m a multiple of 192 but not of 128 (m = 576: the first two stages' filter gradients of 3 x 3 x 64
 // taps, 64 and 128 output channels) on 192 x 64 tiles: 3 row tiles where 128 rows take 4.5, two 128-thread blocks an
-// SM (H100, 2026-11-27, ops alone: 1.274 -> 1.040 ms with 64 output channels, 0.557 -> 0.538 with 128 on 128 x 128).
+// SM (H100, ops alone: 1.274 -> 1.040 ms with 64 output channels, 0.557 -> 0.538 with 128 on 128 x 128).
 // Products a second there: 4.65 T and 4.49 T on 192 x 64 tiles, against 3.79 T (4.21 T for full row tiles) on
 // 128 x 64 and 4.34 T (4.82 T full) on 128 x 128. So narrow outputs take them at every such m; wider ones only where
 // 128-row tiles leave more than 7 % of their rows empty (4.49 / 4.82): m = 576 (10 %), not 960 (6 %).
@@ -764,17 +791,44 @@ LaunchStatus launch_mode(const GemmParams<LoadA, LoadB, Rows>& base, int64_t m, 
 template <int BM, int BN, int V, class LoadA, class LoadB, class Rows>
 LaunchStatus launch_tiles(Mode mode, const GemmParams<LoadA, LoadB, Rows>& p, int64_t m, int64_t n, int64_t k,
                           const Split& s, float* c, void* workspace, cudaStream_t stream) {
-  switch (mode) {
-    case Mode::kAcc32: return launch_mode<Mode::kAcc32, BM, BN, V>(p, m, n, k, s, c, workspace, stream);
-    case Mode::kAcc16: return launch_mode<Mode::kAcc16, BM, BN, V>(p, m, n, k, s, c, workspace, stream);
-    case Mode::kFp16: return launch_mode<Mode::kFp16, BM, BN, V>(p, m, n, k, s, c, workspace, stream);
-    case Mode::kAm32: return launch_mode<Mode::kAm32, BM, BN, V>(p, m, n, k, s, c, workspace, stream);
-    case Mode::kAm16: return launch_mode<Mode::kAm16, BM, BN, V>(p, m, n, k, s, c, workspace, stream);
-    case Mode::kMit32: return launch_mode<Mode::kMit32, BM, BN, V>(p, m, n, k, s, c, workspace, stream);
-    case Mode::kMit16: return launch_mode<Mode::kMit16, BM, BN, V>(p, m, n, k, s, c, workspace, stream);
-    case Mode::kTable: return launch_mode<Mode::kTable, BM, BN, V>(p, m, n, k, s, c, workspace, stream);
-  }
-  return {false, "unknown multiplier mode"};
+  return dispatch_mode(
+      mode,
+      [&](auto tag) { return launch_mode<decltype(tag)::value, BM, BN, V>(p, m, n, k, s, c, workspace, stream); },
+      [] { return LaunchStatus{false, "unknown multiplier mode"}; });
+}
+
+// Operands that cannot be read four floats at a time take the 128 x 64 kernel with single loads. Those that training
+// meets every step keep one such kernel a mode, with the fast formulas: the forward and the filter gradient of a
+// conv whose input channels are not a multiple of 4 (a CIFAR ResNet's stem, 3 channels; LeNet's convs). The other
+// misaligned GEMMs (matmuls with a size not a multiple of 4, such as a classifier's 10 outputs, a few microseconds;
+// input gradients of such channel counts, which a stem does not need; pixel-major filter gradients of misaligned
+// tensors) and the dilated convs' input gradients (DyGather, every alignment) run the kernel of every mode
+// (kAnyMode, the generic path): one instantiation a loader pair instead of eight, for the build's time.
+template <class LoadA, class LoadB>
+constexpr bool kFastSingleLoad =
+    (std::is_same_v<LoadA, Im2Col> || std::is_same_v<LoadA, Im2ColTransposed>) && std::is_same_v<LoadB, DenseAlongOuter>;
+template <class LoadA>
+constexpr bool kAnyModeOnly = std::is_same_v<LoadA, DyGather>;
+
+// lut's 192 x 64 tiles (lut_192_rows) pay at m = 576, the filter gradients of 3 x 3 x 64 taps (Im2ColTransposed);
+// where m is batch x pixels, m % 128 != 0 takes a batch not a multiple of 8, and a matmul's m is rarely 576. lut's
+// and am16's 256 x 64 tiles (kTallRows) pay where m >= 16,384 rows meet narrow outputs: the first stage's forward
+// and input gradients; a filter gradient's m (its taps) reaches 16,384 only past 1,820 input channels (3 x 3). (A
+// matmul's rarely does either; it keeps the 256 x 64 tiles, through which the device suite checks their ragged last
+// row tile.) The other GEMMs take the 128 x 64 tiles there: the same bits (the slices are nominal_split's either
+// way), one to three instantiations fewer; ptxas spent 2 s of gemm_cuda_matmul.cu's 40 s (sm_90) on lut's 192 x 64.
+template <class LoadA>
+constexpr bool kLut192Tiles = std::is_same_v<LoadA, Im2ColTransposed>;
+template <class LoadA>
+constexpr bool kTallTiles = !std::is_same_v<LoadA, Im2ColTransposed>;
+
+template <class LoadA, class LoadB, class Rows>
+LaunchStatus launch_single_load(Mode mode, const GemmParams<LoadA, LoadB, Rows>& p, int64_t m, int64_t n, int64_t k,
+                                const Split& s, float* c, void* workspace, cudaStream_t stream) {
+  if constexpr (kFastSingleLoad<LoadA, LoadB>)
+    return launch_tiles<128, 64, 1>(mode, p, m, n, k, s, c, workspace, stream);
+  else
+    return launch_mode<kAnyMode, 128, 64, 1>(p, m, n, k, s, c, workspace, stream);
 }
 
 // C [m, n] = A (*) B with rows of C placed by `rows` (dense [m, n] by default). k == 0 writes zeros (dense C only).
@@ -794,30 +848,37 @@ LaunchStatus launch(const GpuMultiplier& mult, LoadA a, LoadB b, int64_t m, int6
   p.a = a;
   p.b = b;
   p.table7 = mult.table7;
+  p.mode = mult.mode;
   if constexpr (std::is_same_v<Rows, DenseRows>) {
     if (rows.ldc < 0) rows.ldc = static_cast<int>(n);
   }
   p.rows = rows;
   // Operands that can be read four floats at a time (every ResNet layer but the first) take the kernels with 16-byte
-  // loads; the rest, the 128 x 64 kernel with single loads (one fallback instantiation per mode, not two).
+  // loads; the rest, the 128 x 64 kernel with single loads (launch_single_load).
   const Split s = split != nullptr ? *split : nominal_split(mult.mode, m, n, k);
-  if constexpr (kSkipsPadding<LoadA>) {
+  if constexpr (kAnyModeOnly<LoadA>) {
+    return launch_mode<kAnyMode, 128, 64, 1>(p, m, n, k, s, c, workspace, stream);
+  } else if constexpr (kSkipsPadding<LoadA>) {
     // one kernel a mode: pixel_major_plan takes n > 64 and m a multiple of 128, the caller 16-byte loads
     return launch_tiles<128, 128, 4>(mult.mode, p, m, n, k, s, c, workspace, stream);
   } else if constexpr (kPixelMajorK<LoadA>) {
-    return launch_tiles<128, 64, 1>(mult.mode, p, m, n, k, s, c, workspace, stream);  // misaligned: the fallback
+    return launch_single_load(mult.mode, p, m, n, k, s, c, workspace, stream);  // misaligned: the fallback
   } else {
     if (a.vector_ok() && b.vector_ok() && k % 4 == 0) {
-      if (lut_192_rows(mult.mode, m, n))
-        return launch_mode<Mode::kTable, 192, 64, 4>(p, m, n, k, s, c, workspace, stream);
-      if (narrow(n) && mult.mode == Mode::kTable && m >= kTallRows)
-        return launch_mode<Mode::kTable, 256, 64, 4>(p, m, n, k, s, c, workspace, stream);
-      if (narrow(n) && mult.mode == Mode::kAm16 && m >= kTallRows)
-        return launch_mode<Mode::kAm16, 256, 64, 4>(p, m, n, k, s, c, workspace, stream);
+      if constexpr (kLut192Tiles<LoadA>) {
+        if (lut_192_rows(mult.mode, m, n))
+          return launch_mode<Mode::kTable, 192, 64, 4>(p, m, n, k, s, c, workspace, stream);
+      }
+      if constexpr (kTallTiles<LoadA>) {
+        if (narrow(n) && mult.mode == Mode::kTable && m >= kTallRows)
+          return launch_mode<Mode::kTable, 256, 64, 4>(p, m, n, k, s, c, workspace, stream);
+        if (narrow(n) && mult.mode == Mode::kAm16 && m >= kTallRows)
+          return launch_mode<Mode::kAm16, 256, 64, 4>(p, m, n, k, s, c, workspace, stream);
+      }
       if (narrow(n)) return launch_tiles<128, 64, 4>(mult.mode, p, m, n, k, s, c, workspace, stream);
       return launch_tiles<128, 128, 4>(mult.mode, p, m, n, k, s, c, workspace, stream);
     }
-    return launch_tiles<128, 64, 1>(mult.mode, p, m, n, k, s, c, workspace, stream);
+    return launch_single_load(mult.mode, p, m, n, k, s, c, workspace, stream);
   }
 }
 

@@ -11,7 +11,7 @@
 // could use. The GEMMs and the slices' passes launch programmatically; the filter layouts (the first kernel of the
 // torch binding's forward and input gradient) launch plain: programmatic, the input gradient's layout started the
 // moment the forward ended, its GEMM took the SMs before the filter gradient's beside it on a side stream (am16,
-// acc32), and am16's first two shapes lost 0.04-0.08 ms each (H100, 2026-11-27). A kernel after a kernel that is not
+// acc32), and am16's first two shapes lost 0.04-0.08 ms each (H100). A kernel after a kernel that is not
 // the core's, a copy or an event wait starts as without PDL.
 #ifndef AMDNN_OPS_CC_GEMM_CUDA_LAUNCH_CUH_
 #define AMDNN_OPS_CC_GEMM_CUDA_LAUNCH_CUH_

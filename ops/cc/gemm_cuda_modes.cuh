@@ -48,8 +48,16 @@ __device__ __forceinline__ float add_keeping_nan(float acc, float p) {
 
 // Per mode: kPlanes decoded words per operand, decode(bits, left) -> planes, exact(bits) for the fast range, and
 // madd(acc, a planes, b planes, table) adding the product of one pair to acc exactly as acc + product<M>(a, b).
+// A mode without a specialisation has no fast formula: no operand is in its fast range, so every tile takes the
+// generic path (product<M> of multiplier.h), and its madd is never reached.
 template <Mode M>
-struct Fast;
+struct Fast {
+  static constexpr int kPlanes = 1;
+  static constexpr bool kRawIsPlane = true;
+  __device__ static bool exact(uint32_t) { return false; }
+  __device__ static void decode(uint32_t u, bool, uint32_t* w) { w[0] = u; }
+  __device__ static float madd(float acc, const uint32_t*, const uint32_t*, const char*) { return acc; }
+};
 
 // acc32 reads the raw bits: FMUL with flush-to-zero (mul.rn.ftz) turns a subnormal operand into the zero that rule 2
 // asks for, so nothing is decoded and the tile is staged once (no plane beside the raw bits). No product of the fast
@@ -184,9 +192,9 @@ struct Fast<Mode::kAm32> {
 // FFMA that adds the product: acc + X * 1 or acc + X * 0.
 // Per product: IADD, LOP3 (to a predicate), predicated FFMA, FFMA; no lookup. The 256-entry table of G(S) it replaced
 // (IADD3, LDS, FMUL, FFMA) ran at the same speed on 8 x 8 thread tiles, both at ~70 % of the issue slots with 2 warps
-// per scheduler (ncu, H100, 2026-11-25); without the table's shared-memory pipe and its 207 registers, am16 runs on
+// per scheduler (ncu, H100); without the table's shared-memory pipe and its 207 registers, am16 runs on
 // 8 x 4 thread tiles with 4 warps per scheduler (gemm_cuda_kernel.cuh, thread_cols): the 21 conv ops 17.55 -> 17.11 ms
-// (H100, 2026-11-26, same bits).
+// (H100, same bits).
 // Planes: left [a', pa 10/128 | flags, mask], right [b' - ONE, pb | flags, mask].
 template <>
 struct Fast<Mode::kAm16> {
@@ -239,7 +247,7 @@ struct Fast<Mode::kAm16> {
     // A k step whose pairs hold no corner: X + D for every pair, IADD, FFMA, FFMA (the LOP3 to a predicate gone). A
     // field | 1 of 125 or 127 is 1 operand in 32 on each side, so a warp's 8 x 128 pairs of a step
     // (gemm_cuda_kernel.cuh, warp_cols) hold none ~78 % of the time (estimated): the stride-1 128 x 128 ops of the
-    // benchmark 4.89-4.99 -> 5.17-5.27 T products/s (H100, 2026-11-26, same bits).
+    // benchmark 4.89-4.99 -> 5.17-5.27 T products/s (H100, same bits).
     __device__ static float madd_no_corner(float acc, const uint32_t* a, const uint32_t* b, const char*) {
       const float x = __uint_as_float(a[0] + b[0]);
       return __fmaf_rn(__fmaf_rn(__uint_as_float(a[1]), __uint_as_float(b[1]), x), __uint_as_float(a[2]), acc);
@@ -261,8 +269,8 @@ struct Fast<Mode::kAm16> {
 // meet a word of the row's start: a 2-way conflict at worst), so pb * G is 0 and the FFMA adds pa * 0: the sum is
 // unchanged, as the definition's zero product leaves it (a running sum starts at +0 and is never -0, so the zero's
 // sign never shows). A zero left operand has pa = 0. Two planes a side: with a third for the zero case (the factor
-// 2^16 or 0, read per k) the benchmark's 21 conv ops took 18.86 ms, with two 18.23 (H100, 2026-11-25, with the
-// conflict-free staging of the same day, which moved am16 by 0.2 %). Packing pa and the offset into one word (masks
+// 2^16 or 0, read per k) the benchmark's 21 conv ops took 18.86 ms, with two 18.23 (H100, with the
+// conflict-free staging, which moved am16 by 0.2 %). Packing pa and the offset into one word (masks
 // per operand) read half the fragment words but added ALU work: lut 2.5 % slower, am16 0.3 %; not kept.
 constexpr int kTableRows = 1 << kTableBits;                   // 128 rows and columns of the canonical table
 constexpr uint32_t kZeroIndex = kTableRows;                   // the zero column (rows by Fa) or row (rows by Fb)

@@ -6,7 +6,7 @@
 // pixel at batch 128) and a tile of a tap that reads only padding for them is skipped; in the filter gradient k is the
 // pixels (a k tile of 16 lies in one pixel) and a tile of a pixel at which the block's taps read only padding is.
 // Skipped tiles save time only where the SMs they free take other work: a grid of one wave runs as long as its full
-// blocks (with the nominal slices the skip bought nothing on the 4 x 4 and 8 x 8 convs; H100, 2026-11-27). So the
+// blocks (with the nominal slices the skip bought nothing on the 4 x 4 and 8 x 8 convs; H100). So the
 // slices are chosen for it, by placing the blocks on the block slots in launch order (the block scheduler's greedy
 // order), each costing its k outside padding plus kPaddingTileK for each padding tile (its loads and barrier), and the
 // pixels lie pixel-major only where that estimate is at most kPixelMajorCost of the nominal slices'. Pixel-major rows
@@ -32,7 +32,7 @@ namespace gpu {
 namespace {
 
 constexpr int kPaddingTileK = 1;  // a skipped tile's cost in k: its loads, its staging and its barrier
-// Measured on the benchmark's shapes (H100, 2026-11-27, lut and am16): estimates of 0.73 (the 4 x 4 conv's filter
+// Measured on the benchmark's shapes (H100, lut and am16): estimates of 0.73 (the 4 x 4 conv's filter
 // gradient) and 0.78 (its forward and input gradient) paid, that shape 3.12 -> 2.56 ms (lut, fwd+bwd); 0.845
 // (8/256/512/2's filter gradient, 4 x 4 outputs at stride 2) bought nothing (1.670 -> 1.671 ms), nor did 0.91-0.94
 // (the 8 x 8 forwards, tried with the skip in every kernel).

@@ -9,6 +9,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
+
+#include "multiplier_modes.h"
 
 #if defined(__CUDACC__)
 #define AMDNN_HD __host__ __device__ __forceinline__
@@ -18,8 +21,12 @@
 
 namespace amdnn {
 
-// The modes the kernels implement; Python's ops/multipliers.py is the list users see ("lut:<file>" maps to kTable).
-enum class Mode : int32_t { kAcc32 = 0, kAcc16, kFp16, kAm32, kAm16, kMit32, kMit16, kTable };
+// The modes the kernels implement (multiplier_modes.h), kAcc32 = 0 first; Python's ops/multipliers.py is the list
+// users see ("lut:<file>" maps to kTable). kAnyMode is no multiplier: it names the CUDA kernel that serves every mode,
+// reading the mode at run time (gemm_cuda_kernel.cuh); a template argument must be an enumerator for nvcc's stubs.
+#define AMDNN_MODE_ENUMERATOR(id, name, fn) id,
+enum class Mode : int32_t { AMDNN_MODES(AMDNN_MODE_ENUMERATOR) kAnyMode = -1 };
+#undef AMDNN_MODE_ENUMERATOR
 
 constexpr uint32_t kSignMask = 0x80000000u;
 constexpr uint32_t kExpMask = 0x7F800000u;
@@ -182,19 +189,58 @@ AMDNN_HD float fp16_product(float a, float b) {
   return round_to_half(ha * hb);
 }
 
+// The product functions of the modes that AMDNN_MODES names, all with one signature.
+AMDNN_HD float acc32_product(float a, float b, const uint8_t*) { return acc32_product(a, b); }
+AMDNN_HD float fp16_product(float a, float b, const uint8_t*) { return fp16_product(a, b); }
+AMDNN_HD float acc16_product(float a, float b, const uint8_t*) {
+  return approximate_product(a, b, 7, [](uint32_t x, uint32_t y) { return bf16_mantissa(x, y); });
+}
+AMDNN_HD float am32_product(float a, float b, const uint8_t*) {
+  return approximate_product(a, b, 23, [](uint32_t x, uint32_t y) { return mbm_mantissa(x, y, 23); });
+}
+AMDNN_HD float am16_product(float a, float b, const uint8_t*) {
+  return approximate_product(a, b, 7, [](uint32_t x, uint32_t y) { return mbm_mantissa(x, y, 7); });
+}
+AMDNN_HD float mit32_product(float a, float b, const uint8_t*) {
+  return approximate_product(a, b, 23, [](uint32_t x, uint32_t y) { return mitchell_mantissa(x, y, 23); });
+}
+AMDNN_HD float mit16_product(float a, float b, const uint8_t*) {
+  return approximate_product(a, b, 7, [](uint32_t x, uint32_t y) { return mitchell_mantissa(x, y, 7); });
+}
+AMDNN_HD float table_product(float a, float b, const uint8_t* table7) {
+  return approximate_product(a, b, 7, [table7](uint32_t x, uint32_t y) { return table_mantissa(table7, x, y); });
+}
+
 // One product of mode M; `table7` is the canonical 128 x 128 table for kTable (and may be null otherwise).
 template <Mode M>
 AMDNN_HD float product(float a, float b, const uint8_t* table7) {
-  if constexpr (M == Mode::kAcc32) return acc32_product(a, b);
-  if constexpr (M == Mode::kFp16) return fp16_product(a, b);
-  if constexpr (M == Mode::kAcc16) return approximate_product(a, b, 7, [](uint32_t x, uint32_t y) { return bf16_mantissa(x, y); });
-  if constexpr (M == Mode::kAm32) return approximate_product(a, b, 23, [](uint32_t x, uint32_t y) { return mbm_mantissa(x, y, 23); });
-  if constexpr (M == Mode::kAm16) return approximate_product(a, b, 7, [](uint32_t x, uint32_t y) { return mbm_mantissa(x, y, 7); });
-  if constexpr (M == Mode::kMit32)
-    return approximate_product(a, b, 23, [](uint32_t x, uint32_t y) { return mitchell_mantissa(x, y, 23); });
-  if constexpr (M == Mode::kMit16)
-    return approximate_product(a, b, 7, [](uint32_t x, uint32_t y) { return mitchell_mantissa(x, y, 7); });
-  return approximate_product(a, b, 7, [table7](uint32_t x, uint32_t y) { return table_mantissa(table7, x, y); });
+#define AMDNN_MODE_PRODUCT(id, name, fn) \
+  if constexpr (M == Mode::id) {         \
+    return fn(a, b, table7);             \
+  } else
+  AMDNN_MODES(AMDNN_MODE_PRODUCT) { static_assert(M != M, "a mode without a product function"); }
+#undef AMDNN_MODE_PRODUCT
+}
+
+// The mode M as a type: what dispatch_mode hands its function (read it back with decltype(tag)::value).
+template <Mode M>
+using ModeTag = std::integral_constant<Mode, M>;
+
+// The one step from a run-time mode to a template argument (the AT_DISPATCH idiom): fn(ModeTag<M>{}) for the mode,
+// `unknown()` for a value outside the enum. E.g.
+//   dispatch_mode(mode, [&](auto tag) { run<decltype(tag)::value>(...); }, [] {});
+template <class Fn, class Unknown>
+inline decltype(auto) dispatch_mode(Mode mode, Fn&& fn, Unknown&& unknown) {
+  switch (mode) {
+#define AMDNN_MODE_CASE(id, name, f) \
+  case Mode::id:                     \
+    return fn(ModeTag<Mode::id>{});
+    AMDNN_MODES(AMDNN_MODE_CASE)
+#undef AMDNN_MODE_CASE
+    case Mode::kAnyMode:
+      break;
+  }
+  return unknown();
 }
 
 }  // namespace amdnn

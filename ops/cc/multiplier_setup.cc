@@ -8,10 +8,9 @@ namespace amdnn {
 namespace {
 
 // One list of the kernels' mode names; valid_mode_names() and parse_mode() both read it.
-constexpr std::pair<const char*, Mode> kModeNames[] = {
-    {"acc32", Mode::kAcc32}, {"acc16", Mode::kAcc16}, {"fp16", Mode::kFp16},   {"am32", Mode::kAm32},
-    {"am16", Mode::kAm16},   {"mit32", Mode::kMit32}, {"mit16", Mode::kMit16}, {"table", Mode::kTable},
-};
+#define AMDNN_MODE_NAME(id, name, fn) {name, Mode::id},
+constexpr std::pair<const char*, Mode> kModeNames[] = {AMDNN_MODES(AMDNN_MODE_NAME)};
+#undef AMDNN_MODE_NAME
 
 }  // namespace
 

@@ -177,18 +177,12 @@ Tensor products_cpu_kernel(const Tensor& a, const Tensor& b, const Tensor& table
   const float *pa = ac.data_ptr<float>(), *pb = bc.data_ptr<float>();
   float* po = out.data_ptr<float>();
   const uint8_t* t = mult.table7.data();
-  for (int64_t i = 0; i < ac.numel(); ++i) {
-    switch (mult.mode) {
-      case Mode::kAcc32: po[i] = product<Mode::kAcc32>(pa[i], pb[i], t); break;
-      case Mode::kAcc16: po[i] = product<Mode::kAcc16>(pa[i], pb[i], t); break;
-      case Mode::kFp16: po[i] = product<Mode::kFp16>(pa[i], pb[i], t); break;
-      case Mode::kAm32: po[i] = product<Mode::kAm32>(pa[i], pb[i], t); break;
-      case Mode::kAm16: po[i] = product<Mode::kAm16>(pa[i], pb[i], t); break;
-      case Mode::kMit32: po[i] = product<Mode::kMit32>(pa[i], pb[i], t); break;
-      case Mode::kMit16: po[i] = product<Mode::kMit16>(pa[i], pb[i], t); break;
-      case Mode::kTable: po[i] = product<Mode::kTable>(pa[i], pb[i], t); break;
-    }
-  }
+  dispatch_mode(
+      mult.mode,
+      [&](auto mode) {
+        for (int64_t i = 0; i < ac.numel(); ++i) po[i] = product<decltype(mode)::value>(pa[i], pb[i], t);
+      },
+      [] {});
   return out;
 }
 

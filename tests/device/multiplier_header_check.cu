@@ -87,14 +87,9 @@ int main() {
   CHECK_CUDA(cudaMemcpy(db, b.data(), n * sizeof(float), cudaMemcpyHostToDevice));
   CHECK_CUDA(cudaMemcpy(dtable, table, sizeof(table), cudaMemcpyHostToDevice));
   int bad = 0;
-  bad += check<Mode::kAcc32>("acc32", a, b, da, db, dout, dtable, table);
-  bad += check<Mode::kAcc16>("acc16", a, b, da, db, dout, dtable, table);
-  bad += check<Mode::kFp16>("fp16", a, b, da, db, dout, dtable, table);
-  bad += check<Mode::kAm32>("am32", a, b, da, db, dout, dtable, table);
-  bad += check<Mode::kAm16>("am16", a, b, da, db, dout, dtable, table);
-  bad += check<Mode::kMit32>("mit32", a, b, da, db, dout, dtable, table);
-  bad += check<Mode::kMit16>("mit16", a, b, da, db, dout, dtable, table);
-  bad += check<Mode::kTable>("table", a, b, da, db, dout, dtable, table);
+#define AMDNN_CHECK_MODE(id, name, fn) bad += check<Mode::id>(name, a, b, da, db, dout, dtable, table);
+  AMDNN_MODES(AMDNN_CHECK_MODE)
+#undef AMDNN_CHECK_MODE
   std::printf(bad == 0 ? "ALL BIT-EXACT\n" : "MISMATCHES\n");
   return bad == 0 ? 0 : 1;
 }
