@@ -8,7 +8,7 @@
 //     ncu --kernel-name-base mangled --kernel-name regex:ModeE4E --launch-skip 10 --launch-count 1 /tmp/ab
 //
 // A variant: build the same file against a copy of ops/cc holding it (-I that copy) and run both binaries; the
-// hashes must match line by line before the times mean anything. The flags are the binding's (ops/torch_build.py).
+// hashes must match line by line before the times mean anything. The flags are the binding's (ops/build/torch_library.py).
 // Times: median of 9 spans of 10 back-to-back calls (CUDA events); inputs: x after a ReLU (half zeros), w dense.
 #include <algorithm>
 #include <cstdio>

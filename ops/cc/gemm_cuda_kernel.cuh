@@ -37,7 +37,8 @@ namespace amdnn {
 namespace gpu {
 namespace {
 
-// Tuning knobs, fixed at build time (ops/torch_build.py passes AMDNN_NVCC_FLAGS to nvcc; measured in docs/performance.md):
+// Tuning knobs, fixed at build time (ops/build/common.py adds AMDNN_NVCC_FLAGS to nvcc's flags; measured in
+// docs/performance.md):
 // AMDNN_GPU_BK forces one k tile on every mode, AMDNN_GPU_MIN_BLOCKS asks the compiler for that many blocks per SM.
 #ifndef AMDNN_GPU_MIN_BLOCKS
 #define AMDNN_GPU_MIN_BLOCKS 1

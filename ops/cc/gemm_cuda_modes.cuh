@@ -178,7 +178,7 @@ struct Fast<Mode::kAm32> {
 // X = a' + b' - ONE (Mitchell's integer sum of the truncated bit patterns, field | 1) and
 // D = 2^(Ea + Eb - 254) * 10/128, the product is X + D for every pair but the corner S = (Fa|1) + (Fb|1) >= 252, where
 // it is X. Below the carry X = 2^E (1 + S/128) and X + D = 2^E (S + 138) / 128; above it X = 2^E S / 64 and
-// X + D = 2^E (S + 5) / 64: G(S) of the table this replaced (checked against ops/reference.py on the host, all 16,384
+// X + D = 2^E (S + 5) / 64: G(S) of the table this replaced (checked against ops/modes/reference.py on the host, all 16,384
 // field pairs at 48 exponent pairs and four signs, and by the device suite product by product). X + D has at most 10
 // significant bits, so one FFMA (pa 10/128) * pb + X forms it exactly.
 // The corner, both fields in {125, 127} but not both 125 (125 + 125 = 250), is a flag test: each operand carries two

@@ -21,7 +21,7 @@
 
 namespace amdnn {
 
-// The modes the kernels implement (multiplier_modes.h), kAcc32 = 0 first; Python's ops/multipliers.py is the list
+// The modes the kernels implement (multiplier_modes.h), kAcc32 = 0 first; Python's ops/modes/multipliers.py is the list
 // users see ("lut:<file>" maps to kTable). kAnyMode is no multiplier: it names the CUDA kernel that serves every mode,
 // reading the mode at run time (gemm_cuda_kernel.cuh); a template argument must be an enumerator for nvcc's stubs.
 #define AMDNN_MODE_ENUMERATOR(id, name, fn) id,

@@ -1,6 +1,6 @@
 // The PyTorch binding of the ops (torch.ops.amdnn.*): schemas, CPU kernels over conv_cpu.h, CUDA kernels over the
 // CUDA core (gemm_cuda.h, when built with AMDNN_WITH_CUDA). Fake kernels and autograd are registered in Python
-// (ops/torch_ops.py), as pytorch/extension-cpp does; exact_gradients is read there only.
+// (ops/torch_binding/ops.py), as pytorch/extension-cpp does; exact_gradients is read there only.
 //
 // Tensors are in torch's logical layouts: x [N, C, H, W], w [O, I, kh, kw], matrices [rows, cols]. The kernels work
 // in NHWC/HWIO, so x is read through permute(0, 2, 3, 1).contiguous() (no copy for a channels_last tensor) and

@@ -1,4 +1,4 @@
-"""Tests of the mode registry (ops/multipliers.py) and the numpy references (ops/reference.py) against the
+"""Tests of the mode registry (ops/modes/multipliers.py) and the numpy references (ops/modes/reference.py) against the
 specification, docs/multipliers-spec.md (its worked examples and error columns are read from it: spec_tables.py)."""
 
 from __future__ import annotations
