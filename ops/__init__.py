@@ -23,8 +23,10 @@ The rooms, bottom up (each imports only those below it; tests/test_layering.py c
     modes/                    the modes, their numpy reference, tables, error statistics (numpy only)
     build/                    building the libraries: common parts, TensorFlow (+ CUDA), PyTorch; the build command
     tf_binding/, torch_binding/   loading them into a framework, the public ops, gradients/autograd
-    keras_ops, selftest       the ops on Keras' backend; the GPU self-test over both bindings
-    describe, torch_build     the commands `python -m ops.describe` and `python -m ops.torch_build` (aliases)
+    describe, torch_build     the commands `python -m ops.describe` (an entry point of ops.modes.describe) and
+                              `python -m ops.torch_build` (the older name of `python -m ops.build --torch`)
+    keras_ops, selftest_frameworks   the ops on Keras' backend; the self-test's two frameworks
+    selftest                  `python -m ops.selftest`: the GPU self-test over both bindings
 
 Attributes are resolved on first access, so `import ops` stays cheap and TensorFlow loads only when an op is used.
 """

@@ -2,7 +2,7 @@
 
 Kept free of heavy imports (stdlib only), like environment.py, so that `orchestrator.environment` can bootstrap a
 missing virtual environment before TensorFlow, MLflow or Hydra are imported. The subpackages' __init__ files import
-nothing either: import the modules directly.
+nothing but cluster/'s, which puts Hydra's plugin root on sys.path (stdlib only): import the modules directly.
 
 The packages, from the bottom layer up (a package imports only those below it; tests/test_layering.py checks it):
 

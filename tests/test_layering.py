@@ -39,10 +39,13 @@ LAYERS: dict[str, list[list[str]]] = {
 
     # orchestrator: (its parts, bottom up)
     "orchestrator": [["environment", "common"], ["tracking", "schedulers"], ["config"], ["report"], ["cell"],
-                     ["sweep", "cluster"]],
+                     ["sweep", "cluster"],
+                     # older module names, kept for jobs and scripts from before the packages (each imports its new one)
+                     ["callbacks", "launching", "worker", "tracking_import"]],
     "orchestrator.common": [["paths", "filesystems", "cellfiles"]],
     "orchestrator.tracking": [["mode", "queue", "writer", "system_metrics"], ["tracker", "importer", "reads"]],
-    "orchestrator.schedulers": [["resources", "scripts"], ["slurm", "pbs", "limits"], ["params", "job_status", "submit"]],
+    "orchestrator.schedulers": [["resources", "scripts"], ["slurm", "pbs", "limits"],
+                                ["params", "job_status", "submit"]],
     "orchestrator.schedulers.pbs": [["pbspro_json", "script", "params"], ["qstat"], ["query"], ["executor"],
                                     ["job_environment"], ["__main__"]],
     "orchestrator.config": [["keys"], ["validate"], ["identity"]],

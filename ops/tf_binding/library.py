@@ -2,10 +2,9 @@
 
 The ops' gradients are registered by ops.tf_binding.gradients, which ops.tf_binding.api imports: the public ops
 have them, and this module stays below them. Where TensorFlow sees a GPU, the CUDA-enabled library is loaded (CPU
-and GPU kernels, ops/build/cuda.py): built for
-the visible GPU with nvcc when there is one that can, else an existing CUDA build in the cache that covers the GPU
-(e.g. built on the login node); with neither, a BuildError says how to build it, never a silent fall back to CPU
-kernels. A machine without a GPU loads the CPU-only library.
+and GPU kernels, ops/build/cuda.py): built for the visible GPU with nvcc when there is one that can, else an
+existing CUDA build in the cache that covers the GPU (e.g. built on the login node); with neither, a BuildError says
+how to build it, never a silent fall back to CPU kernels. A machine without a GPU loads the CPU-only library.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ lines that read like failures. They are written before TensorFlow reads TF_CPP_M
 leaves them), so no setting silences them; `start_tensorflow` drops exactly these lines from the process's stderr
 (file descriptor 2, where the C++ side writes) while TensorFlow starts and lists its devices, and passes every other
 line through. A cell that asked for no GPU (cluster.gpus=0) is also kept off any GPU of its node
-(CUDA_VISIBLE_DEVICES=""), so that the ops load their CPU build there (ops/library.py loads the CUDA build whenever
-TensorFlow lists a GPU); a cell that asked for GPUs sees them as the scheduler gave them.
+(CUDA_VISIBLE_DEVICES=""), so that the ops load their CPU build there (ops/tf_binding/library.py loads the CUDA build
+whenever TensorFlow lists a GPU); a cell that asked for GPUs sees them as the scheduler gave them.
 """
 from __future__ import annotations
 

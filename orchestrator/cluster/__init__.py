@@ -11,6 +11,7 @@ Layout (one purpose per file):
     grid_report.py  the report of a grid once its last cell has finished (written by the resume cron)
     preempt.py      inside a job: walltime/preemption -> checkpoint -> requeue or continuation
     job.py          `python -m orchestrator.cluster.job`: the same, for the hand-written jobs/ scripts
+    pbs.py          `python -m orchestrator.cluster.pbs`: a PBS job's entry point under its older name
 """
 
 from orchestrator.environment import add_hydra_plugins

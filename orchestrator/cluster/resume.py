@@ -38,8 +38,8 @@ def mark_run_failed(record: dict, job_id: tp.Optional[str]) -> bool:
 
 
 def _mark_run_failed(record: dict, job_id: tp.Optional[str]) -> bool:
+    # here, not at the top: only this path needs MLflow, which the cron's other work does not load
     from mlflow.tracking import MlflowClient  # pylint: disable=import-outside-toplevel
-
 
     client = MlflowClient(record["tracking_uri"])
     exp = client.get_experiment_by_name(record["experiment"])
