@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import threading
@@ -121,7 +122,7 @@ for epoch in range(1, epochs + 1):
     timed(tracker.log_epoch, epoch * 10, {"epoch": epoch, "loss": 1.0 / epoch + index, "lr": 0.1})
     tracker.flush_background()
     assert tracker.flush(force=True)
-    time.sleep(rng.uniform(0.1, 0.4))
+    time.sleep(rng.uniform(0.2, 0.6))  # about 8 s of appending: several imports meet growing queues
 timed(tracker.log_metrics, epochs * 10, {"final_test_accuracy": index / 100}, "final_test_accuracy")
 timed(tracker.set_tags, {"amdnn.job_ids": str(index)})
 timed(tracker.end, "FINISHED")
@@ -131,16 +132,38 @@ print("ok", index, f"slowest append {slowest:.3f} s", flush=True)
 CELLS, EPOCHS = 32, 20
 
 
-def _importers(uri: str, stop: threading.Event, rng: random.Random, outcomes: list) -> None:
-    """Import again and again until `stop`, each importer SIGKILLed at a random moment unless it is done by then."""
+def _imported(out: str) -> int:
+    """Records an importer's summary line says it imported (0 for one killed before it printed)."""
+    found = re.search(r": (\d+) record\(s\) of", out)
+    return int(found.group(1)) if found else 0
+
+
+KILLERS = ("steady", "patient", "eager")
+
+
+def _importers(uri: str, stop: threading.Event, rng: random.Random, outcomes: list, killer: str,
+               working_s: list[float]) -> None:
+    """Import again and again until `stop`, each importer SIGKILLed at a random moment unless it is done by then.
+
+    A steady importer is never killed, so records reach the store while the jobs append whatever the others meet. A
+    patient killer draws the moment from 0.5-10 s: from before an importer's first write to after its last. An eager
+    one draws it from within the duration of the last import that did work (`working_s`, shared), so that its
+    importers die mid-import on a fast machine too: on the CI machine of 2026-11-27 all 109 importers of two patient
+    killers finished inside their draws and the test saw no kill; in a run here the first import, which creates the
+    store's tables (5-7 s), was killed every time and nothing was imported while the jobs appended."""
     while not stop.is_set():
+        started = time.monotonic()
         proc = subprocess.Popen([PYTHON, "-m", "orchestrator.tracking.importer", "--tracking-uri", uri], cwd=REPO,
                                 env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        timeout = {"steady": 240.0, "patient": rng.uniform(0.5, 10.0),
+                   "eager": rng.uniform(0.1, 1.0) * working_s[0]}[killer]
         try:
-            proc.wait(timeout=rng.uniform(0.5, 10.0))  # from before its first write to after its last
+            proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGKILL)
         out = proc.communicate()[0]
+        if proc.returncode == 0 and _imported(out):
+            working_s[0] = time.monotonic() - started
         outcomes.append((proc.returncode, out))
 
 
@@ -154,8 +177,9 @@ def test_32_jobs_append_while_killed_importers_import(tmp_path):
                              env=job_env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             for i in range(CELLS)]
     stop, outcomes = threading.Event(), []
-    writers = [threading.Thread(target=_importers, args=(uri, stop, random.Random(seed + k), outcomes))
-               for k in range(2)]  # two at once: they take turns on the store's writer lock
+    working_s = [3.0]  # until an import with work has been timed
+    writers = [threading.Thread(target=_importers, args=(uri, stop, random.Random(seed + k), outcomes, killer, working_s))
+               for k, killer in enumerate(KILLERS)]  # three at once: they take turns on the store's writer lock
     for writer in writers:
         writer.start()
     try:
@@ -175,7 +199,7 @@ def test_32_jobs_append_while_killed_importers_import(tmp_path):
     final = subprocess.run([PYTHON, "-m", "orchestrator.tracking.importer", "--tracking-uri", uri], cwd=REPO, env=env(),
                            capture_output=True, text=True, timeout=300)
     assert final.returncode == 0 and ", 0 wait" in final.stdout, final.stdout + final.stderr
-    left = int(final.stdout.split(": ")[1].split()[0])
+    left = _imported(final.stdout)
     print(f"{left} of {CELLS * (EPOCHS + 4)} records left for the last import")
     assert left < CELLS * (EPOCHS + 4)  # the importers during the appends did import, killed or not
     runs = runs_of_experiment(uri)
