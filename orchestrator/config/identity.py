@@ -1,7 +1,8 @@
 """The stable identity of a grid cell: a hash of the config keys that define the run, and nothing else; and the
 names a cell goes by (its folder, its multiplier label, the tags of its MLflow run).
 
-Defining keys: model, mult (a table by its contents, not its path), dataset, seed, train. Paths, the cluster, the
+Defining keys: model, mult (a table by its contents, not its path), dataset, seed, train, and the engine where it is
+not the default (so cells trained before engines existed keep their identities). Paths, the cluster, the
 tracking URI, checkpoint cadence and retry bounds are left out: the same cell launched from a laptop or a cluster,
 by anyone, is the same run, finds the same checkpoints and continues the same MLflow run.
 """
@@ -14,6 +15,7 @@ import socket
 from pathlib import Path
 from typing import Any, Mapping
 
+from models.engines import DEFAULT_ENGINE
 from ops.modes.multipliers import LUT_NAME, LUT_PREFIX
 
 from orchestrator.common import paths
@@ -42,6 +44,9 @@ def defining_config(cfg: Any) -> dict:
     if mult.get("name") == LUT_NAME:
         mult["table_sha256"] = _file_sha256(table)
     out["mult"] = mult
+    engine = c.get("engine", DEFAULT_ENGINE)
+    if engine != DEFAULT_ENGINE:  # another backend's kernels, reductions and seeds: other bits, another cell
+        out["engine"] = engine
     return out
 
 

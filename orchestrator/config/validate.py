@@ -14,6 +14,7 @@ from typing import Any, Mapping
 import models
 import ops
 from models import datasets, optim
+from models.engines import ENGINES
 from ops.build import cache_root, source_hash
 from ops.build.cuda import HOW_TO_BUILD, cached_builds, find_nvcc
 from ops.modes.multipliers import LUT_NAME, LUT_PREFIX
@@ -95,6 +96,7 @@ def validate(cfg: Any) -> dict:
             errors.append(f"{path}={value!r} is not one of {', '.join(valid)} ({hint})")
 
     choice("model.name", model_names(), "pick with model=NAME")
+    choice("engine", list(ENGINES), "Keras' backend: engine=tensorflow or engine=torch")
     choice("dataset.name", dataset_names(), "pick with dataset=NAME")
     _check_augment(c.get("dataset") or {}, errors)
     mult = need("mult.name")

@@ -1,0 +1,33 @@
+"""The engines a cell trains with: Keras 3's backends the project supports, and choosing one before Keras loads.
+
+    ENGINES, DEFAULT_ENGINE           the one list of engine names (conf/config.yaml `engine`, validated against it)
+    select(engine)                    set KERAS_BACKEND for this process; refuses once Keras runs another backend
+
+Keras picks its backend once, when `keras` is first imported, from KERAS_BACKEND; a process therefore trains with one
+engine, chosen before anything imports Keras (the cell's training process calls select() first thing).
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+ENGINES = ("tensorflow", "torch")   # Keras 3 backend names: the ops have a binding for each (ops.keras_ops)
+DEFAULT_ENGINE = "tensorflow"
+
+
+class EngineError(RuntimeError):
+    """An engine that cannot be used in this process."""
+
+
+def select(engine: str) -> None:
+    """Make `engine` Keras' backend in this process (before Keras is imported; a no-op if it already is)."""
+    if engine not in ENGINES:
+        raise EngineError(f"engine={engine!r} is not one of {', '.join(ENGINES)}")
+    keras = sys.modules.get("keras")
+    if keras is not None:
+        current = keras.backend.backend()
+        if current != engine:
+            raise EngineError(f"engine={engine} asked for, but Keras is already loaded in this process with its "
+                              f"{current} backend (KERAS_BACKEND is read once, when keras is first imported)")
+        return
+    os.environ["KERAS_BACKEND"] = engine
