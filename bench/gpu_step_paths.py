@@ -123,17 +123,40 @@ class Block(nn.Module):
         return torch.relu(y + (x if self.short is None else self.short(x)))
 
 
-def plain_resnet(model_name: str, mult: str) -> nn.Module:
+class Bottleneck(nn.Module):
+    expansion = 4
+
+    def __init__(self, cin, filters, stride, mult):
+        super().__init__()
+        cout = filters * self.expansion
+        self.body = nn.Sequential(
+            AMConv(cin, filters, 1, 1, 0, bias=False, multiplier=mult), nn.BatchNorm2d(filters), nn.ReLU(),
+            AMConv(filters, filters, 3, stride, 1, bias=False, multiplier=mult), nn.BatchNorm2d(filters), nn.ReLU(),
+            AMConv(filters, cout, 1, 1, 0, bias=False, multiplier=mult), nn.BatchNorm2d(cout))
+        self.short = None
+        if stride != 1 or cin != cout:
+            self.short = nn.Sequential(AMConv(cin, cout, 1, stride, 0, bias=False, multiplier=mult),
+                                       nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        return torch.relu(self.body(x) + (x if self.short is None else self.short(x)))
+
+
+def plain_resnet(model_name: str, mult: str, in_channels: int = 3, classes: int = CLASSES) -> nn.Module:
+    """The CIFAR ResNet of models/resnet.py's shape (3x3 stem, four stages) as plain torch.nn modules."""
     kind, counts = DEPTHS[int(model_name.removeprefix("resnet"))]
-    if kind != "basic":
-        raise SystemExit("the plain loop here builds basic-block ResNets (18, 34)")
-    layers = [AMConv(3, 64, 3, 1, 1, bias=False, multiplier=mult), nn.BatchNorm2d(64), nn.ReLU()]
+    layers = [AMConv(in_channels, 64, 3, 1, 1, bias=False, multiplier=mult), nn.BatchNorm2d(64), nn.ReLU()]
     cin = 64
     for stage, (filters, count) in enumerate(zip((64, 128, 256, 512), counts)):
         for block in range(count):
-            layers.append(Block(cin, filters, 2 if stage and not block else 1, mult))
-            cin = filters
-    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, CLASSES)]
+            stride = 2 if stage and not block else 1
+            if kind == "basic":
+                layers.append(Block(cin, filters, stride, mult))
+                cin = filters
+            else:
+                layers.append(Bottleneck(cin, filters, stride, mult))
+                cin = filters * Bottleneck.expansion
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, classes)]
     return nn.Sequential(*layers)
 
 

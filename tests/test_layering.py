@@ -34,7 +34,7 @@ LAYERS: dict[str, list[list[str]]] = {
     "ops.torch_binding": [["ops"]],
 
     # models: (its parts, bottom up)
-    "models": [["datasets", "resnet_depths"], ["layers"], ["layer_maker", "convert", "optim"], ["lenet", "resnet"],
+    "models": [["datasets", "resnet_depths", "engines"], ["layers"], ["layer_maker", "convert", "optim"], ["lenet", "resnet"],
                ["registry"], ["download", "profile"]],
 
     # orchestrator: (its parts, bottom up)
@@ -50,8 +50,10 @@ LAYERS: dict[str, list[list[str]]] = {
                                     ["job_environment"], ["__main__"]],
     "orchestrator.config": [["keys"], ["validate"], ["identity"]],
     "orchestrator.report": [["figures", "table"], ["histories", "summary_run"], ["files"], ["__main__"]],
-    "orchestrator.cell": [["progress", "devices", "energy", "checkpoints", "collapse", "run_facts", "artifacts"],
+    "orchestrator.cell": [["progress", "devices", "energy", "checkpoints", "collapse", "run_facts", "artifacts",
+                           "engines"],
                           ["trainer"], ["worker"], ["run"]],
+    "orchestrator.cell.engines": [["torch_update"], ["tf_engine", "torch_engine"]],
     "orchestrator.sweep": [["progress"], ["launching", "callbacks"]],
     "orchestrator.cluster": [["grid", "pbs"], ["status", "preempt"], ["archive", "grid_report"],
                              ["launcher", "resume", "job"]],

@@ -32,9 +32,16 @@ def cpu_model() -> str:
     return "unknown CPU"
 
 
-def device() -> str:
-    """'gpu: <name>' where TensorFlow trains on a GPU, else 'cpu: <x86-64 level the ops run at> (<model name>)'."""
-    import tensorflow as tf
+def device(engine: str = "tensorflow") -> str:
+    """'gpu: <name>' where the engine trains on a GPU, else 'cpu: <x86-64 level the ops run at> (<model name>)'."""
+    if engine == "torch":
+        import torch  # the torch engine's process has it loaded already
+
+        if torch.cuda.is_available():
+            count = torch.cuda.device_count()
+            return f"gpu: {torch.cuda.get_device_name(0)}" + (f" (x{count})" if count > 1 else "")
+        return f"cpu: {cpu_target()[0]} ({cpu_model()})"
+    import tensorflow as tf  # the TensorFlow engine's process has it loaded already
 
     gpus = tf.config.list_physical_devices("GPU")
     if gpus:
@@ -43,10 +50,14 @@ def device() -> str:
     return f"cpu: {cpu_target()[0]} ({cpu_model()})"
 
 
-def ops_build(simulated: bool) -> str:
-    """The ops build the run used: its cache folder name (CPU target, TensorFlow, [CUDA], key)."""
+def ops_build(simulated: bool, engine: str = "tensorflow") -> str:
+    """The ops build the run used: its cache folder name (CPU target, TensorFlow or torch, [CUDA], key)."""
     if not simulated:
-        return NATIVE_BUILD
+        return NATIVE_BUILD if engine == "tensorflow" else "none (mult=native: torch's own ops)"
+    if engine == "torch":
+        from ops.build.torch_library import load  # the torch engine's binding, loaded already by its layers
+
+        return Path(load().library).parent.name
     library()
     info = loaded_build()
     return Path(info.library).parent.name if info else "unknown"
@@ -69,10 +80,22 @@ def nvml_facts(nvml: Any = None) -> dict[str, str]:
     return {"amdnn.gpu_driver": driver, "amdnn.gpu_driver_cuda": f"{cuda // 1000}.{cuda % 1000 // 10}"}
 
 
-def gpu_facts(simulated: bool) -> dict[str, str]:
-    """On a GPU: the driver and its CUDA (NVML), the CUDA TensorFlow was built with, and the CUDA release and
-    architectures of the ops' GPU kernels; {} on a machine where TensorFlow sees no GPU."""
-    import tensorflow as tf
+def gpu_facts(simulated: bool, engine: str = "tensorflow") -> dict[str, str]:
+    """On a GPU: the driver and its CUDA (NVML), the CUDA the framework was built with, and the CUDA release and
+    architectures of the ops' GPU kernels; {} on a machine where the engine sees no GPU."""
+    if engine == "torch":
+        import torch
+
+        if not torch.cuda.is_available():
+            return {}
+        facts = {**nvml_facts(), "amdnn.torch_cuda": str(torch.version.cuda)}
+        if simulated:
+            from ops.build.torch_library import load
+
+            info = load()
+            facts["amdnn.ops_cuda"] = f"CUDA {info.cuda} for {info.cuda_arch}"
+        return facts
+    import tensorflow as tf  # the TensorFlow engine's process has it loaded already
 
     if not tf.config.list_physical_devices("GPU"):
         return {}
@@ -84,10 +107,10 @@ def gpu_facts(simulated: bool) -> dict[str, str]:
     return facts
 
 
-def attempt_tags(simulated: bool) -> dict[str, str]:
-    """The tags of this attempt: host, job id, device, ops build, and on a GPU its driver and CUDA versions."""
-    tags = {"amdnn.host": socket.gethostname(), "amdnn.device": device(),
-            "amdnn.ops_build": ops_build(simulated), **gpu_facts(simulated)}
+def attempt_tags(simulated: bool, engine: str = "tensorflow") -> dict[str, str]:
+    """The tags of this attempt: host, job id, engine, device, ops build, and on a GPU its driver and CUDA versions."""
+    tags = {"amdnn.host": socket.gethostname(), "amdnn.engine": engine, "amdnn.device": device(engine),
+            "amdnn.ops_build": ops_build(simulated, engine), **gpu_facts(simulated, engine)}
     if job_id():
         tags["amdnn.job_id"] = job_id()  # type: ignore[assignment]
     return tags
@@ -125,8 +148,8 @@ def dataset_input(data: Any, data_dir: str | None) -> dict[str, str]:
             "schema": json.dumps(schema), "profile": json.dumps(profile)}
 
 
-def record(tracker: Any, data: Any, data_dir: str | None, simulated: bool) -> None:
+def record(tracker: Any, data: Any, data_dir: str | None, simulated: bool, engine: str = "tensorflow") -> None:
     """Queue this attempt's tags and the dataset input on the cell's run."""
-    tracker.set_tags(attempt_tags(simulated))
+    tracker.set_tags(attempt_tags(simulated, engine))
     tracker.log_dataset(dataset_input(data, data_dir))
 

@@ -37,9 +37,10 @@ import numpy as np
 
 import ops
 from models import build_model, datasets, optim
+from models.engines import DEFAULT_ENGINE
 from ops.atomic import write_bytes
 
-from orchestrator.cell import artifacts, checkpoints, collapse, energy, run_facts
+from orchestrator.cell import artifacts, checkpoints, collapse, energy, engines, run_facts
 from orchestrator.cell.progress import Progress
 from orchestrator.common import paths
 from orchestrator.common.cellfiles import FINAL_WEIGHTS, LAST_GOOD_EPOCH, SKIPS
@@ -138,13 +139,9 @@ class _Run:
     """One attempt at a cell: its data, model and optimizer, and the steps that move them."""
 
     def __init__(self, cfg: Mapping[str, Any], identity: str, cell_dir: Path, tracker: Tracker):
-        import keras  # TensorFlow only here, in the training process: the supervising parent imports this module too
-        import tensorflow as tf
-
         self.cfg, self.cell_dir, self.tracker, self.datasets = cfg, Path(cell_dir), tracker, datasets
         self.seed, self.train_cfg = int(cfg["seed"]), cfg["train"]
-        keras.utils.set_random_seed(self.seed)
-        tf.config.experimental.enable_op_determinism()
+        self.engine = engines.start(cfg.get("engine", DEFAULT_ENGINE), self.seed)
         self.data = datasets.load(cfg["dataset"]["name"], str(paths.data_dir(cfg.get("data_dir"))))
         self.batch_size, self.epochs = int(self.train_cfg["batch_size"]), int(self.train_cfg["epochs"])
         self.spe = datasets.steps_per_epoch(self.data, self.batch_size)
@@ -159,43 +156,21 @@ class _Run:
         self.nan_limit = int(cfg["retries"]["nan_rollbacks"])
         self.collapse_cfg = self.train_cfg["collapse"]
         self.skips = _skips(self.cell_dir)
-        self.train_step, self.predict = self._compile(tf, keras)
+        self.steps = self.engine.compile(self.model, self.optimizer, optim.coupled_l2(self.train_cfg["optimizer"]),
+                                         self.batch_size)
         self.progress: Progress | None = None
         self.simulated = cfg["mult"]["name"] != "native"  # the AM layers' ops count which kernel path they took
         self.paths_at_epoch_start = self.path_counts()
-        run_facts.record(tracker, self.data, str(paths.data_dir(cfg.get("data_dir"))), self.simulated)
-        self.energy = energy.EnergyMeter(self.cell_dir, uses_gpu=bool(tf.config.list_physical_devices("GPU")))
+        run_facts.record(tracker, self.data, str(paths.data_dir(cfg.get("data_dir"))), self.simulated,
+                         self.engine.name)
+        self.energy = energy.EnergyMeter(self.cell_dir, uses_gpu=self.engine.uses_gpu())
         self.energy_tags = self.energy.tags()
         tracker.set_tags(self.energy_tags)
 
     def path_counts(self) -> dict[str, int]:
         if not self.simulated:
             return {}
-        return ops.path_counts()
-
-    def _compile(self, tf, keras):
-        model, optimizer = self.model, self.optimizer
-        l2 = optim.coupled_l2(self.train_cfg["optimizer"])
-        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=False)  # the models end in softmax
-
-        @tf.function(jit_compile=False)  # the AM ops have no XLA kernels
-        def train_step(x, y):
-            with tf.GradientTape() as tape:
-                probs = model(x, training=True)                     # [batch, classes]
-                loss = loss_fn(y, probs)
-                if model.losses:
-                    loss = loss + tf.add_n(model.losses)
-            grads = optim.with_l2(tape.gradient(loss, model.trainable_variables), model.trainable_variables, l2)
-            grad_norm = tf.linalg.global_norm(grads)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
-            correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(probs, axis=-1), y), tf.int64))
-            return loss, grad_norm, correct
-
-        @tf.function(jit_compile=False)
-        def predict(x):
-            return tf.argmax(model(x, training=False), axis=-1)  # [batch]
-
-        return train_step, predict
+        return self.engine.path_counts()
 
     # -- checkpoints --------------------------------------------------------------------------------------------
     def save(self, state: State, healthy_epoch_end: bool = False) -> None:
@@ -231,20 +206,16 @@ class _Run:
     # -- training -----------------------------------------------------------------------------------------------
     def train_epoch(self, state: State, should_stop: Callable[[], bool]) -> bool:
         """Train the rest of state.epoch, updating `state`; True if stopped on request (checkpoint written)."""
-        import tensorflow as tf
-
         for step, x, y in self.datasets.batches(self.data, self.batch_size, self.seed, state.epoch,
                                                 start_step=state.step_in_epoch,
                                                 augment=bool(self.cfg["dataset"].get("augment", False))):
             g = state.global_step
             if g not in self.skips["steps"]:
-                self.optimizer.learning_rate = self.learning_rate(g)
-                loss, grad_norm, correct = self.train_step(tf.constant(x), tf.constant(y))
-                loss, grad_norm = float(loss), float(grad_norm)
+                loss, grad_norm, correct = self.steps.train_step(x, y, self.learning_rate(g))
                 if not (math.isfinite(loss) and math.isfinite(grad_norm)):
                     raise _NonFinite(g, loss, grad_norm)
                 state.loss_sum += loss
-                state.correct += int(correct)
+                state.correct += correct
                 state.seen += len(y)
                 state.trained_steps += 1
             state.step_in_epoch, state.global_step = step + 1, g + 1
@@ -304,10 +275,8 @@ class _Run:
         return state
 
     def test_accuracy(self) -> float:
-        import tensorflow as tf
-
         x, y = self.data.x_test, self.data.y_test
-        hits = sum(int(np.sum(self.predict(tf.constant(x[i:i + EVAL_BATCH])).numpy() == y[i:i + EVAL_BATCH]))
+        hits = sum(int(np.sum(self.steps.predict(x[i:i + EVAL_BATCH]) == y[i:i + EVAL_BATCH]))
                    for i in range(0, len(x), EVAL_BATCH))
         return hits / len(x)
 
@@ -326,7 +295,8 @@ class _Run:
                    "test_accuracy": self.test_accuracy(),
                    "lr": self.learning_rate(state.global_step - 1)}
         state.history.append(dict(metrics))
-        # GEMM calls and products of the epoch by CPU kernel path (this process's share of it): generic ones on a CPU
+        # GEMM calls and products of the epoch by kernel path (this process's share of it; the engine says which it
+        # counts: orchestrator.cell.engines): generic ones on a CPU
         # with the fast kernels mean operands out of the fast formulas' range (inf/NaN, over/underflowing products);
         # the products say how much of the work that was (the range is decided per block).
         paths = self.path_counts()

@@ -13,6 +13,7 @@ import traceback
 from pathlib import Path
 
 from models.datasets import DatasetError
+from models.engines import DEFAULT_ENGINE, select
 
 from orchestrator.cell import devices, trainer
 from orchestrator.cell.checkpoints import CheckpointMismatch
@@ -93,7 +94,11 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signum, stop.handle)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
-        devices.start_tensorflow(cellfiles.read_json(Path(argv[0]) / cellfiles.RUN_CONFIG) or {})
+        cfg = cellfiles.read_json(Path(argv[0]) / cellfiles.RUN_CONFIG) or {}
+        engine = cfg.get("engine", DEFAULT_ENGINE)
+        select(engine)  # Keras' backend, before anything imports Keras
+        if engine == "tensorflow":
+            devices.start_tensorflow(cfg)
         return run(Path(argv[0]), stop)
     except Exception:  # an unexpected error is a crash: the parent retries from the last checkpoint (bounded)
         traceback.print_exc()

@@ -10,6 +10,10 @@
   (orchestrator.tracking.importer): the launcher, the resume cron, `status` and `report`, and a cell running outside
   any job (cluster=local).
 
+- queue: every cell, in a job or not, only appends to its queue and enters it in the register; nothing on the
+  machine that trains opens the store or needs MLflow. For GPU nodes with no route to the store: copy the store's
+  register and the cell folders back (to the same paths) and run `python -m orchestrator.tracking.importer` there.
+
 `tracking_mode: auto` (conf/config.yaml) picks single_writer exactly when the store is an SQLite file on a network
 filesystem (orchestrator.common.filesystems); `direct` or `single_writer` force one.
 """
@@ -21,12 +25,13 @@ from typing import NamedTuple
 from orchestrator.common import paths
 from orchestrator.common.filesystems import filesystem_type, is_network
 
-AUTO, DIRECT, SINGLE_WRITER = "auto", "direct", "single_writer"
-MODES = (AUTO, DIRECT, SINGLE_WRITER)   # the values of the config key tracking_mode
+AUTO, DIRECT, SINGLE_WRITER, QUEUE = "auto", "direct", "single_writer", "queue"
+MODES = (AUTO, DIRECT, SINGLE_WRITER, QUEUE)   # the values of the config key tracking_mode
+QUEUEING = (SINGLE_WRITER, QUEUE)              # the modes whose records go through the register and the importers
 
 
 class Mode(NamedTuple):
-    name: str     # DIRECT or SINGLE_WRITER
+    name: str     # DIRECT, SINGLE_WRITER or QUEUE
     why: str      # one line for the user: what decided it
 
 
@@ -34,8 +39,8 @@ def problem(setting: object, uri: str) -> str | None:
     """What is wrong with tracking_mode=`setting` for the store `uri`, or None (config.validate reports it)."""
     if setting not in MODES:
         return f"tracking_mode={setting!r} is not one of {', '.join(MODES)}"
-    if setting == SINGLE_WRITER and paths.sqlite_path(uri) is None:
-        return (f"tracking_mode=single_writer imports queues into an SQLite file, but the tracking URI is {uri}: "
+    if setting in QUEUEING and paths.sqlite_path(uri) is None:
+        return (f"tracking_mode={setting} imports queues into an SQLite file, but the tracking URI is {uri}: "
                 f"a server or database takes concurrent writers itself (use tracking_mode=auto or direct)")
     return None
 
@@ -48,6 +53,9 @@ def resolve(setting: str, uri: str) -> Mode:
         return Mode(DIRECT, f"the store {uri} is not an SQLite file: every cell sends to it itself")
     fs = filesystem_type(db.parent)
     where = f"SQLite store on {fs} ({db.parent})"
+    if setting == QUEUE:
+        return Mode(QUEUE, f"{where}; tracking_mode=queue: cells only queue, the importer sends "
+                           f"(python -m orchestrator.tracking.importer)")
     if setting == SINGLE_WRITER:
         return Mode(SINGLE_WRITER, f"{where}; tracking_mode=single_writer")
     if setting == DIRECT:

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 from orchestrator.common import paths
 from orchestrator.common.cellfiles import job_id
-from orchestrator.tracking.mode import AUTO, SINGLE_WRITER, resolve
+from orchestrator.tracking.mode import AUTO, QUEUE, QUEUEING, resolve
 from orchestrator.tracking.queue import CellQueue, flocked, register, writer_lock_path
 from orchestrator.tracking.writer import (EPOCH_KEY, TAG_CELL, Cell, StoreWriter,  # noqa: F401 - re-exported
                                          read_run_cache)
@@ -51,16 +51,17 @@ class Tracker:
     How records reach the store depends on the tracking mode (orchestrator.tracking.mode): direct, this process sends
     them; single_writer in a scheduler's job, it never opens the store and only queues (the queue is entered in the
     store's register for the importers); single_writer elsewhere (cluster=local), it sends them under the store's
-    writer lock, as one of the importers."""
+    writer lock, as one of the importers; queue, it only queues, in a job or not."""
 
     def __init__(self, uri: str, experiment: str, identity: str, cell_dir: Path, run_name: str | None = None,
                  mode: str = AUTO):
         self.uri, self.experiment, self.identity = uri, experiment, identity
         self.cell_dir, self.run_name = Path(cell_dir), run_name
         self.mode = resolve(mode, uri)
-        single_writer = self.mode.name == SINGLE_WRITER
+        single_writer = self.mode.name in QUEUEING
         self.db = paths.sqlite_path(uri)
-        self.sends = not single_writer or job_id() is None  # False: a job that only queues
+        # False: a job of single-writer mode, or any cell of queue mode, only queues
+        self.sends = not single_writer or job_id() is None and self.mode.name != QUEUE
         self.writer_lock = writer_lock_path(self.db) if single_writer and self.db is not None else None
         self.queue = CellQueue(self.cell_dir)
         self.queue_path = self.queue.path

@@ -215,3 +215,23 @@ def test_32_jobs_append_while_killed_importers_import(tmp_path):
     for i in range(CELLS):
         queue = CellQueue(tmp_path / f"cell{i}")
         assert queue.unsent()[0] == [] and queue.sent_offset() == queue.path.stat().st_size
+
+
+def test_queue_mode_cells_only_queue_until_the_importer_runs(tmp_path, monkeypatch):
+    """tracking_mode=queue: a cell outside any job (cluster=local) queues too, so a GPU node without MLflow or a route
+    to the store trains; the importer sends everything later."""
+    from orchestrator.tracking.importer import import_pending
+    from orchestrator.tracking.tracker import Tracker
+
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    monkeypatch.delenv("PBS_JOBID", raising=False)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert tracking_mode.problem("queue", "http://host:5000").startswith("tracking_mode=queue")
+    local = Tracker(uri, "amdnn", f"{7:064d}", tmp_path / "cell7", run_name="cell7", mode="queue")
+    assert not local.sends
+    _log_cell(local, 2)
+    assert local.flush(patience_s=5, force=True) and not (tmp_path / "mlflow.db").exists() and len(local.pending()) == 4
+    summary = import_pending(uri)
+    assert (summary.imported, summary.cells) == (4, 1), summary.line()
+    data = run_data(uri, runs_of_experiment(uri)[0].info.run_id)
+    assert data["status"] == "FINISHED" and data["metrics"]["loss"] == [(10, 1.0), (20, 0.5)]

@@ -1,0 +1,60 @@
+"""The TensorFlow engine: the cell's step as one tf.function (its variables, seeds and op determinism TensorFlow's)."""
+from __future__ import annotations
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+import ops
+from models import optim
+
+
+class TensorFlowEngine:
+    name = "tensorflow"
+
+    def __init__(self, seed: int):
+        keras.utils.set_random_seed(seed)
+        tf.config.experimental.enable_op_determinism()
+
+    def uses_gpu(self) -> bool:
+        return bool(tf.config.list_physical_devices("GPU"))
+
+    def path_counts(self) -> dict[str, int]:
+        """GEMM calls and products by CPU kernel path (fast_calls, generic_calls, fast_products, generic_products)."""
+        return ops.path_counts()
+
+    def compile(self, model, optimizer, l2: float, batch_size: int) -> "TensorFlowSteps":
+        return TensorFlowSteps(model, optimizer, l2)
+
+
+class TensorFlowSteps:
+    def __init__(self, model, optimizer, l2: float):
+        self.optimizer = optimizer
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=False)  # the models end in softmax
+
+        @tf.function(jit_compile=False)  # the AM ops have no XLA kernels
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                probs = model(x, training=True)                     # [batch, classes]
+                loss = loss_fn(y, probs)
+                if model.losses:
+                    loss = loss + tf.add_n(model.losses)
+            grads = optim.with_l2(tape.gradient(loss, model.trainable_variables), model.trainable_variables, l2)
+            grad_norm = tf.linalg.global_norm(grads)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(probs, axis=-1), y), tf.int64))
+            return loss, grad_norm, correct
+
+        @tf.function(jit_compile=False)
+        def predict(x):
+            return tf.argmax(model(x, training=False), axis=-1)  # [batch]
+
+        self._train_step, self._predict = train_step, predict
+
+    def train_step(self, x: np.ndarray, y: np.ndarray, lr: float) -> tuple[float, float, int]:
+        self.optimizer.learning_rate = lr
+        loss, grad_norm, correct = self._train_step(tf.constant(x), tf.constant(y))
+        return float(loss), float(grad_norm), int(correct)
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return self._predict(tf.constant(x)).numpy()

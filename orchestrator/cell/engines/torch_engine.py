@@ -1,0 +1,123 @@
+"""The torch engine: Keras 3 on its torch backend, the ops through their PyTorch binding.
+
+On the CPU a step is the Keras model called eagerly. On a GPU the same step is captured once as a CUDA graph and
+replayed with each batch copied into its input buffers and each step's learning rate into a device tensor
+(orchestrator.cell.engines.torch_update): Keras' torch backend called eagerly spends about 40 ms of host Python per
+ResNet-18 step for 16 ms of GPU work (bench/gpu_step_paths.py, docs/performance.md), a replay costs one launch.
+Warming up and capturing run the step: every model and optimizer variable is put back afterwards, so capturing
+changes no bits of the run.
+
+Determinism: torch.use_deterministic_algorithms (cuDNN's deterministic algorithms, no autotuning, no TF32;
+cuBLAS with a fixed workspace), Keras' seeds from the cell's seed; a replay gives the bits of the eager step.
+"""
+from __future__ import annotations
+
+import os
+
+# cuBLAS is deterministic only with a fixed workspace, set before CUDA starts (torch refuses otherwise).
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+import keras  # noqa: E402  (the engine's backend was selected before this module is imported)
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from models import optim  # noqa: E402
+from ops import torch_ops  # noqa: E402
+
+from orchestrator.cell.engines.torch_update import for_optimizer  # noqa: E402
+
+WARMUP = 3  # eager steps on a side stream before capture, as torch.cuda.graphs asks
+
+
+class TorchEngine:
+    name = "torch"
+
+    def __init__(self, seed: int):
+        if keras.backend.backend() != "torch":
+            raise RuntimeError(f"the torch engine needs Keras' torch backend; Keras runs {keras.backend.backend()}")
+        keras.utils.set_random_seed(seed)
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+        self.device = torch.device(keras.src.backend.torch.core.get_device())
+
+    def uses_gpu(self) -> bool:
+        return self.device.type == "cuda"
+
+    def path_counts(self) -> dict[str, int]:
+        """On a GPU: the k-tile steps the CUDA kernels ran by path (fast_tiles, generic_tiles; a generic one means
+        operands outside the fast formulas' range). The binding counts no CPU paths: nothing on the CPU."""
+        if self.device.type != "cuda":
+            return {}
+        fast, generic = torch_ops.gpu_path_counts()
+        return {"fast_tiles": fast, "generic_tiles": generic}
+
+    def compile(self, model, optimizer, l2: float, batch_size: int) -> "TorchSteps":
+        return TorchSteps(model, optimizer, l2, batch_size, self.device)
+
+
+class TorchSteps:
+    def __init__(self, model, optimizer, l2: float, batch_size: int, device: torch.device):
+        self.model, self.l2, self.batch_size, self.device = model, l2, batch_size, device
+        self.trainable = model.trainable_variables
+        self.state = [v.value for v in model.variables + optimizer.variables]  # what a step may change
+        self.update = for_optimizer(optimizer, self.trainable)
+        self.lr = torch.zeros((), dtype=torch.float32, device=device)
+        # The sum over the batch divided by a Python number: the mean reduction would copy its divisor to the device
+        # every step (a wait, and a copy a captured graph cannot hold).
+        self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=False, reduction="sum")
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.static: tuple | None = None  # (x, y) input buffers and (loss, grad_norm, correct) outputs of the graph
+
+    def _step(self, x: torch.Tensor, y: torch.Tensor):
+        self.model.zero_grad(set_to_none=True)
+        probs = self.model(x, training=True)                        # [batch, classes]
+        loss = self.loss_fn(y, probs) / float(len(x))
+        if self.model.losses:
+            loss = loss + sum(self.model.losses)
+        loss.backward()
+        grads = optim.with_l2([v.value.grad for v in self.trainable], [v.value for v in self.trainable], self.l2)
+        with torch.no_grad():
+            grad_norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+            self.update(grads, self.lr)
+            correct = (torch.argmax(probs, dim=-1) == y).sum()
+        return loss.detach(), grad_norm, correct
+
+    def _capture(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        saved = [t.detach().clone() for t in self.state]
+        static_x, static_y = x.clone(), y.clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(WARMUP):
+                self._step(static_x, static_y)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            outputs = self._step(static_x, static_y)
+        with torch.no_grad():
+            for t, s in zip(self.state, saved):
+                t.copy_(s)
+        self.graph, self.static = graph, (static_x, static_y, outputs)
+
+    def train_step(self, x: np.ndarray, y: np.ndarray, lr: float) -> tuple[float, float, int]:
+        xs = torch.from_numpy(np.ascontiguousarray(x)).to(self.device, non_blocking=True)
+        ys = torch.from_numpy(np.ascontiguousarray(y)).to(self.device, non_blocking=True)
+        self.lr.fill_(lr)
+        if self.device.type != "cuda" or len(x) != self.batch_size:
+            loss, grad_norm, correct = self._step(xs, ys)
+        else:
+            if self.graph is None:
+                self._capture(xs, ys)
+            static_x, static_y, (loss, grad_norm, correct) = self.static
+            static_x.copy_(xs)
+            static_y.copy_(ys)
+            self.graph.replay()
+        return float(loss), float(grad_norm), int(correct)
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            probs = self.model(torch.from_numpy(np.ascontiguousarray(x)).to(self.device), training=False)
+            return torch.argmax(probs, dim=-1).cpu().numpy()
