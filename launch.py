@@ -8,9 +8,12 @@ Re-running any of these finishes what did not finish and trains nothing that did
 A cluster preset without -m submits its one cell as a sweep of one; nothing trains on the login node. An invalid
 config is refused before anything runs, in one message, with exit status 2.
 """
-from orchestrator.environment import ensure_environment
+import sys
 
-ensure_environment()  # before any third-party import: a fresh machine gets its .venv here
+from orchestrator.environment import ensure_environment, launch_extras
+
+# Before any third-party import: a fresh machine gets its .venv here, a GPU node or engine=torch what it needs.
+ensure_environment(launch_extras(sys.argv[1:]))
 
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
@@ -24,7 +27,5 @@ def main(cfg: DictConfig) -> dict:
 
 
 if __name__ == "__main__":
-    import sys
-
     check_command_line(sys.argv[1:])  # an override of an unknown key is refused with the closest key, before composing
     main()

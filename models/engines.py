@@ -31,3 +31,5 @@ def select(engine: str) -> None:
                               f"{current} backend (KERAS_BACKEND is read once, when keras is first imported)")
         return
     os.environ["KERAS_BACKEND"] = engine
+    if engine == "torch":  # cuBLAS is deterministic only with a fixed workspace, set before CUDA starts
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")

@@ -7,6 +7,12 @@ A stamp holding the hash of pyproject.toml makes a changed dependency list reins
 that starts at once install exactly once.
 
     python3 -m orchestrator.environment [--extras test]     set up (or update) the venv and exit
+    python3 -m orchestrator.environment --engine torch --gpu  ... with what the engine needs on a GPU node
+
+GPU installs: engine=tensorflow on a GPU takes the `gpu` extra (tensorflow[and-cuda]: its CUDA 12 libraries as
+wheels), engine=torch the `torch` extra (PyPI's Linux torch is a CUDA build). launch.py adds them by itself for the
+engines its command line names where this machine has an NVIDIA driver (a GPU node), unless they are importable
+already; on a login node without GPUs, say --gpu (the jobs on GPU nodes use the same .venv).
 """
 
 from __future__ import annotations
@@ -28,6 +34,37 @@ VENV = REPO / ".venv"
 HYDRA_PLUGIN_ROOT = REPO / "orchestrator" / "cluster" / "plugin_root"
 # Imported by every part of the project; if one is missing the environment is not set up.
 REQUIRED_MODULES = ("tensorflow", "keras", "hydra", "submitit", "mlflow", "sklearn", "filelock", "tqdm")
+# A module each engine-chosen extra installs: where it is importable, launch.py installs nothing more.
+EXTRA_MODULES = {"gpu": "nvidia.cudnn", "torch": "torch"}
+ENGINE_NAMES = ("tensorflow", "torch")   # models/engines.py's ENGINES, which this standard-library module cannot import
+DRIVER_FILE = "/proc/driver/nvidia/version"
+
+
+def nvidia_driver_present() -> bool:
+    """Whether this machine has an NVIDIA kernel driver loaded (the only way CUDA can find a GPU)."""
+    return Path(DRIVER_FILE).exists() or Path("/dev/nvidia0").exists()
+
+
+def engine_extras(engines: tuple[str, ...] = ("tensorflow",), gpu: bool | None = None) -> tuple[str, ...]:
+    """The extras the cells of `engines` need: torch for the torch engine; on a GPU (gpu=None: where this machine has
+    an NVIDIA driver) gpu for TensorFlow, whose plain wheel lacks the CUDA libraries."""
+    gpu = nvidia_driver_present() if gpu is None else gpu
+    return (("gpu",) if gpu and "tensorflow" in engines else ()) + (("torch",) if "torch" in engines else ())
+
+
+def launch_extras(argv: list[str]) -> tuple[str, ...]:
+    """The engine extras for a launch.py command line (its engine=... overrides; tensorflow if none) on this machine,
+    less those whose module is importable here already."""
+    engines = tuple(name for arg in argv if arg.startswith("engine=") for name in arg[7:].split(",")) or ("tensorflow",)
+    return tuple(e for e in engine_extras(engines) if not importable(EXTRA_MODULES[e]))
+
+
+def importable(name: str) -> bool:
+    """Whether module `name` (dotted) can be imported here, without importing it."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ImportError:  # its parent package is missing
+        return False
 
 
 def _venv_python() -> Path:
@@ -58,8 +95,8 @@ def _running_in_venv() -> bool:
     return Path(sys.prefix).resolve() == VENV.resolve()
 
 
-def _modules_importable() -> bool:
-    return all(importlib.util.find_spec(name) is not None for name in REQUIRED_MODULES)
+def _modulesimportable() -> bool:
+    return all(importable(name) for name in REQUIRED_MODULES)
 
 
 def install(extras: tuple[str, ...] = ()) -> None:
@@ -97,7 +134,7 @@ def ensure_environment(extras: tuple[str, ...] = ()) -> None:
         if not _installed(extras):
             install(extras)
         return
-    if _modules_importable() and not VENV.exists():
+    if _modulesimportable() and not VENV.exists():
         return  # the user manages their own environment
     install(extras)
     python = str(_venv_python())
@@ -107,8 +144,17 @@ def ensure_environment(extras: tuple[str, ...] = ()) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--extras", default="", help="comma-separated optional dependency groups, e.g. test")
+    parser.add_argument("--engine", default="tensorflow",
+                        help=f"comma-separated engines the cells will train with ({', '.join(ENGINE_NAMES)})")
+    parser.add_argument("--gpu", action=argparse.BooleanOptionalAction, default=None,
+                        help="install what the engines need on a GPU (default: where this machine has an NVIDIA "
+                             "driver); --gpu on a login node whose jobs run on GPU nodes")
     args = parser.parse_args()
-    install(tuple(e for e in args.extras.split(",") if e))
+    engines = tuple(e for e in args.engine.split(",") if e)
+    if unknown := [e for e in engines if e not in ENGINE_NAMES]:
+        parser.error(f"--engine {','.join(unknown)}: not one of {', '.join(ENGINE_NAMES)}")
+    extras = tuple(e for e in args.extras.split(",") if e)
+    install(extras + tuple(e for e in engine_extras(engines, args.gpu) if e not in extras))
     print(_venv_python())
 
 

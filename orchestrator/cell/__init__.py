@@ -8,7 +8,7 @@
     collapse     an epoch back at chance loss or diverging, undone
     artifacts    what a cell logs beside its metrics: multiplier map, layer profile, curves
     progress     a progress bar in a terminal, one line per epoch in a log
-    devices      the devices a training process sees; TensorFlow's start without CUDA probe noise
+    devices      the devices a training process sees; its engine's start, GPUs or nothing, no probe noise
     energy       NVML and RAPL energy per epoch and per run; missing counters say why
     run_facts    the run's filterable tags (device, ops build, host, job id) and its dataset input
 """

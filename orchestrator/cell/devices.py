@@ -1,4 +1,7 @@
-"""Which devices a cell's training process sees, and a TensorFlow start without CUDA probe noise.
+"""Which devices a cell's training process sees: its engine started, GPUs or nothing, without CUDA probe noise.
+
+    start_engine(cfg, engine=None)   the training process's first call: the engine's framework imported, its GPUs
+                                     listed, and GpusMissing raised where the cell asked for GPUs it does not see
 
 TensorFlow's Linux wheel probes for CUDA when it is imported and when it first lists devices. Without an NVIDIA driver
 that probe prints, on every cell start,
@@ -7,21 +10,30 @@ that probe prints, on every cell start,
     E0000 ... cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)
 
 lines that read like failures. They are written before TensorFlow reads TF_CPP_MIN_LOG_LEVEL (TensorFlow 2.21: level 3
-leaves them), so no setting silences them; `start_tensorflow` drops exactly these lines from the process's stderr
+leaves them), so no setting silences them; `start_engine` drops exactly these lines from the process's stderr
 (file descriptor 2, where the C++ side writes) while TensorFlow starts and lists its devices, and passes every other
 line through. A cell that asked for no GPU (cluster.gpus=0) is also kept off any GPU of its node
 (CUDA_VISIBLE_DEVICES=""), so that the ops load their CPU build there (ops/tf_binding/library.py loads the CUDA build
 whenever TensorFlow lists a GPU); a cell that asked for GPUs sees them as the scheduler gave them.
+
+GPU or nothing: a cell that asked for GPUs (cluster.gpus > 0, on a scheduler preset or cluster=local) and whose engine
+sees fewer is refused before it trains, never run on the CPU in their place. The refusal says why (the framework and
+its build, what its CUDA probe said, the driver, CUDA_VISIBLE_DEVICES) and what would fix it.
 """
 from __future__ import annotations
 
 import contextlib
 import os
 import re
+import socket
 import sys
 import threading
+import warnings
 from pathlib import Path
 from typing import Any, Iterator, Mapping
+
+from models.engines import DEFAULT_ENGINE, EngineError, select
+from orchestrator.environment import DRIVER_FILE, importable, nvidia_driver_present
 
 # The probe's lines (TensorFlow 2.21, XLA's CUDA platform); nothing else is ever dropped.
 PROBE_NOISE = re.compile(r"cudart_stub\.cc:\d+\] Could not find cuda drivers|failed call to cuInit|"
@@ -29,15 +41,16 @@ PROBE_NOISE = re.compile(r"cudart_stub\.cc:\d+\] Could not find cuda drivers|fai
                          r"All log messages before absl::InitializeLog\(\) is called")
 
 
+class GpusMissing(EngineError):
+    """The cell asked for GPUs its engine does not see here; the message says why and what would fix it. The
+    training process answers it as refused: retrying on this node cannot help, and a CPU run is not what was asked."""
+
+
 def gpus_wanted(cfg: Mapping[str, Any]) -> int | None:
-    """cluster.gpus of the cell (0 on every scheduler preset unless asked), None where the cell runs locally."""
+    """cluster.gpus of the cell (0 on every scheduler preset unless asked), None where it is not set (cluster=local
+    by default: whatever the machine has, unchecked)."""
     gpus = (cfg.get("cluster") or {}).get("gpus")
     return None if gpus is None else int(gpus)
-
-
-def nvidia_driver_present() -> bool:
-    """Whether this machine has an NVIDIA kernel driver loaded (the only way CUDA can find a GPU)."""
-    return Path("/proc/driver/nvidia/version").exists() or Path("/dev/nvidia0").exists()
 
 
 def prepare(cfg: Mapping[str, Any]) -> bool:
@@ -50,9 +63,9 @@ def prepare(cfg: Mapping[str, Any]) -> bool:
 
 
 @contextlib.contextmanager
-def dropping_lines(pattern: re.Pattern, fd: int = 2) -> Iterator[None]:
-    """While inside, lines written to file descriptor `fd` (by Python or by C++) that match `pattern` are dropped;
-    the others reach the original `fd` unchanged, in order."""
+def dropping_lines(pattern: re.Pattern, fd: int = 2, dropped: list[str] | None = None) -> Iterator[None]:
+    """While inside, lines written to file descriptor `fd` (by Python or by C++) that match `pattern` are dropped
+    (appended to `dropped` if given, once the block ends); the others reach the original `fd` unchanged, in order."""
     sys.stderr.flush()
     saved = os.dup(fd)
     read_end, write_end = os.pipe()
@@ -62,8 +75,11 @@ def dropping_lines(pattern: re.Pattern, fd: int = 2) -> Iterator[None]:
     def forward() -> None:
         with os.fdopen(read_end, "rb") as pipe:
             for line in pipe:
-                if not pattern.search(line.decode(errors="replace")):
+                text = line.decode(errors="replace")
+                if not pattern.search(text):
                     os.write(saved, line)
+                elif dropped is not None:
+                    dropped.append(text.rstrip())
 
     thread = threading.Thread(target=forward, name="amdnn-stderr-filter", daemon=True)
     thread.start()
@@ -76,11 +92,88 @@ def dropping_lines(pattern: re.Pattern, fd: int = 2) -> Iterator[None]:
         os.close(saved)
 
 
-def start_tensorflow(cfg: Mapping[str, Any]) -> None:
-    """Import TensorFlow and list its GPUs (where the CUDA probe happens) for the cell `cfg`, quietly where the probe
-    can only be noise. Called by the training process before anything else touches TensorFlow."""
-    quiet = prepare(cfg)
-    with dropping_lines(PROBE_NOISE) if quiet else contextlib.nullcontext():
-        import tensorflow as tf
+def start_engine(cfg: Mapping[str, Any], engine: str | None = None) -> int:
+    """Start the cell's engine in this (training) process: make it Keras' backend, import its framework (quietly where
+    CUDA's probe can only be noise) and count the GPUs it sees, which it returns. Raises GpusMissing where the cell
+    asked for GPUs (cluster.gpus > 0) and the engine sees fewer. Called before anything imports Keras or trains.
 
-        tf.config.list_physical_devices("GPU")
+    engine: tensorflow or torch; None reads the cell's `engine` key (tensorflow where it has none)."""
+    engine = engine or cfg.get("engine") or DEFAULT_ENGINE
+    select(engine)
+    quiet = prepare(cfg)
+    probe: list[str] = []
+    with dropping_lines(PROBE_NOISE, dropped=probe) if quiet else contextlib.nullcontext():
+        seen, facts = _STARTS[engine]()
+    wanted = gpus_wanted(cfg) or 0
+    if seen < wanted:
+        raise GpusMissing(_missing_message(engine, wanted, seen, facts, probe))
+    return seen
+
+
+def _start_tensorflow() -> tuple[int, dict[str, Any]]:
+    import tensorflow as tf  # only the process of a TensorFlow cell loads it
+
+    seen = len(tf.config.list_physical_devices("GPU"))
+    cuda = tf.sysconfig.get_build_info().get("cuda_version")
+    return seen, {"name": "TensorFlow", "version": tf.__version__,
+                  "cuda": cuda if tf.test.is_built_with_cuda() else None,
+                  # the CUDA 12 libraries the Linux wheel loads at run time: tensorflow[and-cuda]'s nvidia-* wheels
+                  "libraries": importable("nvidia.cudnn") and importable("nvidia.cuda_runtime"), "said": []}
+
+
+def _start_torch() -> tuple[int, dict[str, Any]]:
+    import torch  # only the process of a torch cell loads it
+
+    with warnings.catch_warnings(record=True) as said:  # torch warns, once, why CUDA did not initialise
+        warnings.simplefilter("always")
+        seen = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return seen, {"name": "torch", "version": torch.__version__, "cuda": torch.version.cuda, "libraries": True,
+                  "said": [str(w.message) for w in said]}
+
+
+_STARTS = {"tensorflow": _start_tensorflow, "torch": _start_torch}
+
+
+def _missing_message(engine: str, wanted: int, seen: int, facts: Mapping[str, Any], probe: list[str]) -> str:
+    """Why `engine` sees `seen` of the `wanted` GPUs here, and what would fix it."""
+    name, version, cuda = facts["name"], facts["version"], facts["cuda"]
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    driver = nvidia_driver_present()
+    lines = [f"cluster.gpus={wanted} asks for {wanted} GPU{'s' if wanted > 1 else ''}, but engine={engine} sees "
+             f"{seen or 'none'} on {socket.gethostname()}; the cell does not train on the CPU in their place.",
+             f"  {name} {version}: " + ("a CPU-only build" if cuda is None else f"built with CUDA {cuda}")
+             + ("" if cuda is None or facts["libraries"] else
+                ", without the nvidia-* wheels of tensorflow[and-cuda] (its CUDA 12 and cuDNN 9 libraries must then "
+                "come from LD_LIBRARY_PATH, e.g. the site's modules)"),
+             "  NVIDIA driver: " + (_driver_version() if driver else f"none on this machine ({DRIVER_FILE} absent)"),
+             "  CUDA_VISIBLE_DEVICES: " + ("unset" if visible is None else repr(visible))]
+    said = [*facts["said"], *(line.split("] ", 1)[-1] for line in probe if "absl::InitializeLog" not in line)]
+    said = list(dict.fromkeys(line for line in said if line))[:4]  # each once, in order
+    if said:
+        lines.append(f"  {name} said: " + " | ".join(said))
+    fixes = []
+    if not driver:
+        fixes.append("run the cell on a GPU node (Slurm: a GPU partition, cluster.partition=...; PBS: a GPU queue, "
+                     "e.g. Gadi's gpuvolta, which cluster=gadi asks for)")
+    if visible is not None and len([d for d in visible.split(",") if d.strip()]) < wanted:
+        fixes.append("let the process see the GPUs (unset CUDA_VISIBLE_DEVICES, or list as many as cluster.gpus)")
+    if engine == "tensorflow" and (cuda is None or not facts["libraries"]):
+        fixes.append("install TensorFlow's CUDA libraries: pip install -e .[gpu] (or `python3 -m "
+                     "orchestrator.environment --gpu`), or load the site's CUDA 12 and cuDNN 9 modules "
+                     "(cluster.modules)")
+    if engine == "torch" and cuda is None:
+        fixes.append("install a CUDA build of torch: pip install -e .[torch] where pip serves PyPI's Linux wheels "
+                     "(CUDA builds); a CPU build already installed stays until `pip install --force-reinstall torch` "
+                     "from PyPI or a CUDA index of download.pytorch.org")
+    if driver and not fixes:
+        fixes.append(f"check that the driver supports {name}'s CUDA ({cuda}) and that the GPUs are free (nvidia-smi)")
+    fixes.append("or set cluster.gpus=0 to train on the CPU")
+    lines.append("Fix: " + "; ".join(fixes) + ".")
+    return "\n".join(lines)
+
+
+def _driver_version() -> str:
+    try:
+        return Path(DRIVER_FILE).read_text().splitlines()[0].strip()
+    except (OSError, IndexError):
+        return "present (/dev/nvidia*)"

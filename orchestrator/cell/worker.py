@@ -13,7 +13,6 @@ import traceback
 from pathlib import Path
 
 from models.datasets import DatasetError
-from models.engines import DEFAULT_ENGINE, select
 
 from orchestrator.cell import devices, trainer
 from orchestrator.cell.checkpoints import CheckpointMismatch
@@ -81,6 +80,18 @@ def _failed(tracker, cell_dir, error: BaseException, code: int) -> int:
     return code  # run_cell sends what is queued
 
 
+def _refused(cell_dir: Path, error: BaseException) -> int:
+    """Refuse the cell in CELL_DIR before it trains: its run is marked FAILED with the reason."""
+    cfg = cellfiles.read_json(cell_dir / cellfiles.RUN_CONFIG)
+    cell = cellfiles.read_json(cell_dir / cellfiles.CELL)
+    tracker = Tracker(paths.tracking_uri(cfg.get("tracking_uri")), cfg["experiment"], cell["identity"], cell_dir,
+                      run_name=cell["name"], mode=cfg.get("tracking_mode", "auto"))
+    try:
+        return _failed(tracker, cell_dir, error, EXIT_REFUSED)
+    finally:
+        tracker.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
@@ -94,11 +105,10 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signum, stop.handle)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
-        cfg = cellfiles.read_json(Path(argv[0]) / cellfiles.RUN_CONFIG) or {}
-        engine = cfg.get("engine", DEFAULT_ENGINE)
-        select(engine)  # Keras' backend, before anything imports Keras
-        if engine == "tensorflow":
-            devices.start_tensorflow(cfg)
+        try:  # selects Keras' backend first, before anything imports Keras
+            devices.start_engine(cellfiles.read_json(Path(argv[0]) / cellfiles.RUN_CONFIG) or {})
+        except devices.GpusMissing as e:  # never a CPU run in place of the GPUs asked for; a retry here cannot help
+            return _refused(Path(argv[0]), e)
         return run(Path(argv[0]), stop)
     except Exception:  # an unexpected error is a crash: the parent retries from the last checkpoint (bounded)
         traceback.print_exc()

@@ -8,23 +8,18 @@ Warming up and capturing run the step: every model and optimizer variable is put
 changes no bits of the run.
 
 Determinism: torch.use_deterministic_algorithms (cuDNN's deterministic algorithms, no autotuning, no TF32;
-cuBLAS with a fixed workspace), Keras' seeds from the cell's seed; a replay gives the bits of the eager step.
+cuBLAS with a fixed workspace, set by models.engines.select), Keras' seeds from the cell's seed; a replay gives the bits of the eager step.
 """
 from __future__ import annotations
 
-import os
+import keras  # the engine's backend was selected (models.engines.select) before this module is imported
+import numpy as np
+import torch
 
-# cuBLAS is deterministic only with a fixed workspace, set before CUDA starts (torch refuses otherwise).
-os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+from models import optim
+from ops import torch_ops
 
-import keras  # noqa: E402  (the engine's backend was selected before this module is imported)
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from models import optim  # noqa: E402
-from ops import torch_ops  # noqa: E402
-
-from orchestrator.cell.engines.torch_update import for_optimizer  # noqa: E402
+from orchestrator.cell.engines.torch_update import for_optimizer
 
 WARMUP = 3  # eager steps on a side stream before capture, as torch.cuda.graphs asks
 
