@@ -34,7 +34,7 @@ LAYERS: dict[str, list[list[str]]] = {
     "ops.torch_binding": [["ops"]],
 
     # models: (its parts, bottom up)
-    "models": [["datasets", "resnet_depths"], ["layers"], ["layer_maker", "convert", "optim"], ["lenet", "resnet"],
+    "models": [["datasets", "resnet_depths", "engines"], ["layers"], ["layer_maker", "convert", "optim"], ["lenet", "resnet"],
                ["registry"], ["download", "profile"]],
 
     # orchestrator: (its parts, bottom up)
@@ -52,7 +52,8 @@ LAYERS: dict[str, list[list[str]]] = {
     "orchestrator.report": [["figures", "table"], ["histories", "summary_run"], ["files"], ["__main__"]],
     "orchestrator.cell": [["progress", "devices", "energy", "checkpoints", "collapse", "run_facts", "artifacts"],
                           ["trainer"], ["worker"], ["run"]],
-    "orchestrator.sweep": [["progress"], ["launching", "callbacks"]],
+    "orchestrator.sweep": [["progress", "gpu_pool"], ["launching", "callbacks", "parallel", "cell_process"],
+                           ["local_launcher"]],
     "orchestrator.cluster": [["grid", "pbs"], ["status", "preempt"], ["archive", "grid_report"],
                              ["launcher", "resume", "job"]],
 
