@@ -45,6 +45,10 @@ def _watch_parent(parent: int) -> None:
     os.kill(os.getpid(), signal.SIGINT)
 
 
+def _terminated(signum, frame) -> None:
+    raise SystemExit(128 + signum)  # as run_cell's own handler: the cell checkpoints, and this process says so
+
+
 def _run(job: dict) -> Any:
     from hydra._internal.callbacks import Callbacks
     from hydra.core.singleton import Singleton
@@ -77,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     job = pickle.loads(Path(argv[0]).read_bytes())
+    signal.signal(signal.SIGTERM, _terminated)  # also outside run_cell's training (starting, flushing records)
     threading.Thread(target=_watch_parent, args=(os.getppid(),), name="amdnn-parent-watch", daemon=True).start()
     outcome: dict[str, Any] = {"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "pid": os.getpid(),
                                "started": time.time()}
