@@ -54,7 +54,8 @@ LAYERS: dict[str, list[list[str]]] = {
                            "engines"],
                           ["trainer"], ["worker"], ["run"]],
     "orchestrator.cell.engines": [["torch_update"], ["tf_engine", "torch_engine"]],
-    "orchestrator.sweep": [["progress"], ["launching", "callbacks"]],
+    "orchestrator.sweep": [["progress", "gpu_pool"], ["launching", "callbacks", "parallel", "cell_process"],
+                           ["local_launcher"]],
     "orchestrator.cluster": [["grid", "pbs"], ["status", "preempt"], ["archive", "grid_report"],
                              ["launcher", "resume", "job"]],
 
