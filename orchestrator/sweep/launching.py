@@ -123,7 +123,12 @@ def launch_cell(cfg) -> dict:
     print(f"[amdnn] {result.name}: {what}; final test accuracy {accuracy}" +
           (f"; error: {result.error.strip().splitlines()[-1]}" if result.error else ""), flush=True)
     if not multirun:
-        print(f"[amdnn] MLflow run {result.run_id} in {uri}\n[amdnn] see it with: {mlflow_ui_command(uri)}", flush=True)
+        if result.run_id is None:  # only queued (tracking_mode=queue or single_writer): the importer sends it
+            print(f"[amdnn] records queued in {result.cell_dir}; into {uri} with: python -m "
+                  f"orchestrator.tracking.importer --tracking-uri {uri}", flush=True)
+        else:
+            print(f"[amdnn] MLflow run {result.run_id} in {uri}\n[amdnn] see it with: {mlflow_ui_command(uri)}",
+                  flush=True)
         if result.status not in ("finished", "preempted"):
             sys.exit(1)
     return result.to_dict()
