@@ -34,7 +34,7 @@ LAYERS: dict[str, list[list[str]]] = {
     "ops.torch_binding": [["ops"]],
 
     # models: (its parts, bottom up)
-    "models": [["datasets", "resnet_depths"], ["layers"], ["layer_maker", "convert", "optim"], ["lenet", "resnet"],
+    "models": [["datasets", "resnet_depths", "engines"], ["layers"], ["layer_maker", "convert", "optim"], ["lenet", "resnet"],
                ["registry"], ["download", "profile"]],
 
     # orchestrator: (its parts, bottom up)
@@ -48,7 +48,7 @@ LAYERS: dict[str, list[list[str]]] = {
                                 ["params", "job_status", "submit"]],
     "orchestrator.schedulers.pbs": [["pbspro_json", "script", "params"], ["qstat"], ["query"], ["executor"],
                                     ["job_environment"], ["__main__"]],
-    "orchestrator.config": [["keys"], ["validate"], ["identity"]],
+    "orchestrator.config": [["keys"], ["validate"], ["identity"], ["cell"]],
     "orchestrator.report": [["figures", "table"], ["histories", "summary_run"], ["files"], ["__main__"]],
     "orchestrator.cell": [["progress", "devices", "energy", "checkpoints", "collapse", "run_facts", "artifacts"],
                           ["trainer"], ["worker"], ["run"]],

@@ -21,7 +21,9 @@ import re
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Iterator
+
+from orchestrator.config.cell import CellConfig
 
 # The probe's lines (TensorFlow 2.21, XLA's CUDA platform); nothing else is ever dropped.
 PROBE_NOISE = re.compile(r"cudart_stub\.cc:\d+\] Could not find cuda drivers|failed call to cuInit|"
@@ -29,10 +31,9 @@ PROBE_NOISE = re.compile(r"cudart_stub\.cc:\d+\] Could not find cuda drivers|fai
                          r"All log messages before absl::InitializeLog\(\) is called")
 
 
-def gpus_wanted(cfg: Mapping[str, Any]) -> int | None:
+def gpus_wanted(cfg: CellConfig) -> int | None:
     """cluster.gpus of the cell (0 on every scheduler preset unless asked), None where the cell runs locally."""
-    gpus = (cfg.get("cluster") or {}).get("gpus")
-    return None if gpus is None else int(gpus)
+    return cfg.gpus
 
 
 def nvidia_driver_present() -> bool:
@@ -40,7 +41,7 @@ def nvidia_driver_present() -> bool:
     return Path("/proc/driver/nvidia/version").exists() or Path("/dev/nvidia0").exists()
 
 
-def prepare(cfg: Mapping[str, Any]) -> bool:
+def prepare(cfg: CellConfig) -> bool:
     """Set the environment of this (training) process before TensorFlow is imported; True when CUDA's probe can only
     be noise here (no driver, or no GPU wanted)."""
     if gpus_wanted(cfg) == 0:
@@ -76,11 +77,11 @@ def dropping_lines(pattern: re.Pattern, fd: int = 2) -> Iterator[None]:
         os.close(saved)
 
 
-def start_tensorflow(cfg: Mapping[str, Any]) -> None:
+def start_tensorflow(cfg: CellConfig) -> None:
     """Import TensorFlow and list its GPUs (where the CUDA probe happens) for the cell `cfg`, quietly where the probe
     can only be noise. Called by the training process before anything else touches TensorFlow."""
     quiet = prepare(cfg)
     with dropping_lines(PROBE_NOISE) if quiet else contextlib.nullcontext():
-        import tensorflow as tf
+        import tensorflow as tf  # here, inside the filter: the import is where CUDA's probe prints
 
         tf.config.list_physical_devices("GPU")

@@ -34,7 +34,7 @@ def cpu_model() -> str:
 
 def device() -> str:
     """'gpu: <name>' where TensorFlow trains on a GPU, else 'cpu: <x86-64 level the ops run at> (<model name>)'."""
-    import tensorflow as tf
+    import tensorflow as tf  # TensorFlow only in the training process: the supervising parent imports this module
 
     gpus = tf.config.list_physical_devices("GPU")
     if gpus:
@@ -72,7 +72,7 @@ def nvml_facts(nvml: Any = None) -> dict[str, str]:
 def gpu_facts(simulated: bool) -> dict[str, str]:
     """On a GPU: the driver and its CUDA (NVML), the CUDA TensorFlow was built with, and the CUDA release and
     architectures of the ops' GPU kernels; {} on a machine where TensorFlow sees no GPU."""
-    import tensorflow as tf
+    import tensorflow as tf  # TensorFlow only in the training process: the supervising parent imports this module
 
     if not tf.config.list_physical_devices("GPU"):
         return {}

@@ -31,7 +31,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Callable
 
 import numpy as np
 
@@ -41,9 +41,8 @@ from ops.atomic import write_bytes
 
 from orchestrator.cell import artifacts, checkpoints, collapse, energy, run_facts
 from orchestrator.cell.progress import Progress
-from orchestrator.common import paths
 from orchestrator.common.cellfiles import FINAL_WEIGHTS, LAST_GOOD_EPOCH, SKIPS
-from orchestrator.config.validate import mult_spec
+from orchestrator.config.cell import CellConfig
 from orchestrator.tracking.system_metrics import SystemSampler
 from orchestrator.tracking.tracker import FINAL_KEY, Tracker
 
@@ -137,33 +136,33 @@ def _restore(model, optimizer, ckpt: checkpoints.Checkpoint) -> None:
 class _Run:
     """One attempt at a cell: its data, model and optimizer, and the steps that move them."""
 
-    def __init__(self, cfg: Mapping[str, Any], identity: str, cell_dir: Path, tracker: Tracker):
+    def __init__(self, cfg: CellConfig, identity: str, cell_dir: Path, tracker: Tracker):
         import keras  # TensorFlow only here, in the training process: the supervising parent imports this module too
         import tensorflow as tf
 
         self.cfg, self.cell_dir, self.tracker, self.datasets = cfg, Path(cell_dir), tracker, datasets
-        self.seed, self.train_cfg = int(cfg["seed"]), cfg["train"]
+        self.seed, self.train_cfg = cfg.seed, cfg.train.as_dict()  # models.optim takes the recipe as plain data
         keras.utils.set_random_seed(self.seed)
         tf.config.experimental.enable_op_determinism()
-        self.data = datasets.load(cfg["dataset"]["name"], str(paths.data_dir(cfg.get("data_dir"))))
-        self.batch_size, self.epochs = int(self.train_cfg["batch_size"]), int(self.train_cfg["epochs"])
+        self.data = datasets.load(cfg.dataset.name, cfg.paths.data_dir)
+        self.batch_size, self.epochs = cfg.train.batch_size, cfg.train.epochs
         self.spe = datasets.steps_per_epoch(self.data, self.batch_size)
-        self.model = build_model(cfg["model"]["name"], mult_spec(cfg), self.data.input_shape, self.data.num_classes,
-                                 exact_gradients=bool(cfg["mult"].get("exact_gradients", False)), seed=self.seed)
+        self.model = build_model(cfg.model.name, cfg.mult.spec, self.data.input_shape, self.data.num_classes,
+                                 exact_gradients=cfg.mult.exact_gradients, seed=self.seed)
         self.optimizer = optim.make_optimizer(self.train_cfg)
         self.optimizer.build(self.model.trainable_variables)
-        self.expect = {"identity": identity, "model": cfg["model"]["name"], "mult": cfg["mult"]["name"],
-                       "dataset": cfg["dataset"]["name"]}
-        self.every = int(cfg["checkpoint"]["every_n_steps"])
-        self.keep = int(cfg["checkpoint"]["keep_last"])
-        self.nan_limit = int(cfg["retries"]["nan_rollbacks"])
-        self.collapse_cfg = self.train_cfg["collapse"]
+        self.expect = {"identity": identity, "model": cfg.model.name, "mult": cfg.mult.name,
+                       "dataset": cfg.dataset.name}
+        self.every = cfg.checkpoint.every_n_steps
+        self.keep = cfg.checkpoint.keep_last
+        self.nan_limit = cfg.retries.nan_rollbacks
+        self.collapse_cfg = cfg.train.collapse
         self.skips = _skips(self.cell_dir)
         self.train_step, self.predict = self._compile(tf, keras)
         self.progress: Progress | None = None
-        self.simulated = cfg["mult"]["name"] != "native"  # the AM layers' ops count which kernel path they took
+        self.simulated = cfg.mult.simulated  # the AM layers' ops count which kernel path they took
         self.paths_at_epoch_start = self.path_counts()
-        run_facts.record(tracker, self.data, str(paths.data_dir(cfg.get("data_dir"))), self.simulated)
+        run_facts.record(tracker, self.data, cfg.paths.data_dir, self.simulated)
         self.energy = energy.EnergyMeter(self.cell_dir, uses_gpu=bool(tf.config.list_physical_devices("GPU")))
         self.energy_tags = self.energy.tags()
         tracker.set_tags(self.energy_tags)
@@ -235,7 +234,7 @@ class _Run:
 
         for step, x, y in self.datasets.batches(self.data, self.batch_size, self.seed, state.epoch,
                                                 start_step=state.step_in_epoch,
-                                                augment=bool(self.cfg["dataset"].get("augment", False))):
+                                                augment=self.cfg.dataset.augment):
             g = state.global_step
             if g not in self.skips["steps"]:
                 self.optimizer.learning_rate = self.learning_rate(g)
@@ -276,7 +275,7 @@ class _Run:
     def collapse_rollback(self, bad: _Collapsed) -> State:
         """Go back to the last healthy epoch end with a lower learning rate from there on (bounded)."""
         done = self.skips.setdefault("collapses", [])
-        limit, factor = int(self.collapse_cfg["rollbacks"]), float(self.collapse_cfg["lr_factor"])
+        limit, factor = self.collapse_cfg.rollbacks, self.collapse_cfg.lr_factor
         if len(done) >= limit:
             raise CollapseRollbacksExhausted(f"{bad}; {len(done)} rollback(s) with a lowered learning rate already "
                                              f"(train.collapse.rollbacks={limit}): learning rate too high?")
@@ -345,13 +344,13 @@ class _Run:
         return state
 
 
-def train(cfg: Mapping[str, Any], identity: str, cell_dir: Path, tracker: Tracker,
+def train(cfg: CellConfig, identity: str, cell_dir: Path, tracker: Tracker,
           should_stop: Callable[[], bool] = lambda: False) -> Outcome:
-    """Train the cell described by the plain config `cfg` to its last epoch, or until `should_stop()` is true
+    """Train the cell described by the resolved config `cfg` to its last epoch, or until `should_stop()` is true
     (then a checkpoint is written and the outcome is "preempted")."""
     run = _Run(cfg, identity, cell_dir, tracker)
     sampler = None
-    if cfg.get("system_metrics"):  # before the first background flush: both would import mlflow at once
+    if cfg.system_metrics:  # before the first background flush: both would import mlflow at once
         sampler = SystemSampler(tracker, cell_dir).start()
     artifacts.log_multiplier(cfg, run.cell_dir, tracker)
     artifacts.log_profile(cfg, run.cell_dir, tracker, run.model)

@@ -1,6 +1,6 @@
 """The training process of a cell: `python -m orchestrator.cell.worker CELL_DIR`, started and watched by run_cell.
 
-Reads CELL_DIR/run-config.json, trains (orchestrator.cell.trainer), and says how it ended through its exit status, so
+Reads CELL_DIR/run-config.json (the CellConfig resolved at launch, trusted: nothing is validated again), trains (orchestrator.cell.trainer), and says how it ended through its exit status, so
 that the parent can tell a crash (retry from the last checkpoint) from an answer (done, preempted, failed):
 """
 from __future__ import annotations
@@ -16,7 +16,8 @@ from models.datasets import DatasetError
 
 from orchestrator.cell import devices, trainer
 from orchestrator.cell.checkpoints import CheckpointMismatch
-from orchestrator.common import cellfiles, paths
+from orchestrator.common import cellfiles
+from orchestrator.config.cell import CellConfig
 from orchestrator.config.validate import ConfigError
 from orchestrator.tracking.tracker import Tracker
 
@@ -41,14 +42,19 @@ class _Stop:
         self.requested = True
 
 
+def read_config(cell_dir: Path) -> CellConfig:
+    """The cell's CellConfig, as run_cell wrote it for this launch."""
+    return CellConfig.from_json((Path(cell_dir) / cellfiles.RUN_CONFIG).read_text())
+
+
 def run(cell_dir: Path, should_stop, tracker=None) -> int:
     """Train the cell in CELL_DIR in this process; return the exit status (EXIT_*). Never raises for a failure of
     the cell itself. `tracker`: the caller's, when it runs the cell in its own process."""
     cell_dir = Path(cell_dir)
-    cfg = cellfiles.read_json(cell_dir / cellfiles.RUN_CONFIG)
+    cfg = read_config(cell_dir)
     cell = cellfiles.read_json(cell_dir / cellfiles.CELL)
-    tracker = tracker or Tracker(paths.tracking_uri(cfg.get("tracking_uri")), cfg["experiment"], cell["identity"],
-                                 cell_dir, run_name=cell["name"], mode=cfg.get("tracking_mode", "auto"))
+    tracker = tracker or Tracker(cfg.tracking.uri, cfg.tracking.experiment, cell["identity"], cell_dir,
+                                 run_name=cell["name"], mode=cfg.tracking.mode)
     # Any other exception, a ValueError included, is a crash: main() exits 1 and run_cell retries the cell from its
     # last good checkpoint (bounded by retries.crashes). Only a config error is refused for good.
     try:
@@ -93,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signum, stop.handle)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
-        devices.start_tensorflow(cellfiles.read_json(Path(argv[0]) / cellfiles.RUN_CONFIG) or {})
+        devices.start_tensorflow(read_config(Path(argv[0])))
         return run(Path(argv[0]), stop)
     except Exception:  # an unexpected error is a crash: the parent retries from the last checkpoint (bounded)
         traceback.print_exc()
