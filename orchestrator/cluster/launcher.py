@@ -31,7 +31,7 @@ from orchestrator.cluster.archive import Periodic
 from orchestrator.cluster.grid import Grid, latest_job, state_dir_of
 from orchestrator.cluster.preempt import Warnings, continue_job
 from orchestrator.cluster.status import cell_state, done_info, rows, scheduler_states, table
-from orchestrator.config.cell import CellConfig, resolve
+from orchestrator.config.cell import CellConfig, resolve as resolve_cell  # tracking.mode has a resolve too
 from orchestrator.schedulers import job_status
 from orchestrator.schedulers.params import executor_parameters
 from orchestrator.schedulers.resources import check_scheduler, setting
@@ -90,7 +90,7 @@ class ClusterLauncher(BaseSubmititLauncher):
             sweep_config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
             with open_dict(sweep_config):  # the cell's own keys; hydra's are only resolvable inside the job
                 sweep_config.pop("hydra", None)
-            c = resolve(sweep_config)
+            c = resolve_cell(sweep_config)
             job_cell = JobCell(c, str(state_dir), str(Path(cluster["archive_dir"]).expanduser().resolve())
                                if cluster.get("archive_dir") else None, setting(cluster, "archive_every_min"))
             jobs_of[c.name] = job_cell
