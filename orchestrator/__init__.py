@@ -12,9 +12,10 @@ The packages, from the bottom layer up (a package imports only those below it; t
                  reading runs back (reads); MLflow's system metrics
     schedulers/  Slurm and PBS: resources, job scripts, executor parameters (params), limits, job states (job_status),
                  submission; pbs/ is the PBS submitit plugin
-    config/      validate(cfg) and ConfigError (validate), the keys conf/ defines (keys), a cell's identity (identity)
+    config/      validate(cfg) and ConfigError (validate), the keys conf/ defines (keys), a cell's identity (identity),
+                 resolve(cfg) -> CellConfig, what the cell's code reads (cell)
     report/      the model x mult table read back from MLflow and its files (`python -m orchestrator.report`)
-    cell/        run_cell(cfg): one cell, supervised (run), trained in its own process (worker, trainer) with its
+    cell/        run_cell(cell): one cell, supervised (run), trained in its own process (worker, trainer) with its
                  checkpoints, collapse rollback, artifacts, progress, devices, energy and run facts
     sweep/       what launch.py does: one cell (launching), the sweep's Hydra callbacks and progress
     cluster/     the cluster grid: Hydra launchers, grid record, status, resume cron, archive, preemption, job entry

@@ -49,7 +49,7 @@ LAYERS: dict[str, list[list[str]]] = {
                                 ["params", "job_status", "submit"]],
     "orchestrator.schedulers.pbs": [["pbspro_json", "script", "params"], ["qstat"], ["query"], ["executor"],
                                     ["job_environment"], ["__main__"]],
-    "orchestrator.config": [["keys"], ["validate"], ["identity"]],
+    "orchestrator.config": [["keys"], ["validate"], ["identity"], ["cell"]],
     "orchestrator.report": [["figures", "table"], ["histories", "summary_run"], ["files"], ["__main__"]],
     "orchestrator.cell": [["progress", "devices", "energy", "checkpoints", "collapse", "run_facts", "artifacts",
                            "engines"],

@@ -1,6 +1,6 @@
-"""The life of one grid cell, from its validated config to its last epoch:
+"""The life of one grid cell, from its resolved config (config.cell.CellConfig) to its last epoch:
 
-    run          run_cell(cfg) -> CellResult, request_checkpoint(): the one entry point of a job; supervises the
+    run          run_cell(cell) -> CellResult, request_checkpoint(): the one entry point of a job; supervises the
                  training process and retries it after a crash
     worker       `python -m orchestrator.cell.worker CELL_DIR`: the training process, its exit status the answer
     trainer      the deterministic training loop, NaN rollback (runs in the worker process)

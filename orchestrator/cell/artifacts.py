@@ -16,14 +16,13 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from models import profile
 from ops.modes import describe
 
 from orchestrator.common.cellfiles import ARTIFACTS, write_json
-from orchestrator.config.identity import mult_label
-from orchestrator.config.validate import mult_spec
+from orchestrator.config.cell import CellConfig
 from orchestrator.report import figures
 from orchestrator.tracking.tracker import Tracker
 
@@ -58,42 +57,41 @@ def _once(cell_dir: Path, part: str, tracker: Tracker, make) -> None:
     write_json(done_marker(cell_dir, part), {"part": part})
 
 
-def log_multiplier(cfg: Mapping[str, Any], cell_dir: Path, tracker: Tracker) -> None:
+def log_multiplier(cfg: CellConfig, cell_dir: Path, tracker: Tracker) -> None:
     """The multiplier's error summary, map and statistics (metrics mult_*); nothing for native."""
-    if cfg["mult"]["name"] == "native":
+    if not cfg.mult.simulated:
         return
 
     def make(folder: Path) -> None:
-        summary = describe.write(mult_spec(cfg), folder)
+        summary = describe.write(cfg.mult.spec, folder)
         numbers = {MULT_METRIC.format(key): value for key, value in summary.items() if isinstance(value, float)}
         tracker.log_metrics(0, numbers, check=MULT_METRIC.format("mean"))
 
     _once(cell_dir, "multiplier", tracker, make)
 
 
-def log_profile(cfg: Mapping[str, Any], cell_dir: Path, tracker: Tracker, model) -> None:
+def log_profile(cfg: CellConfig, cell_dir: Path, tracker: Tracker, model) -> None:
     """With profile_layers=true: the per-layer profile of the cell's model at its training batch size."""
-    if not cfg.get("profile_layers") or cfg["mult"]["name"] == "native":
+    if not cfg.profile_layers or not cfg.mult.simulated:
         return
 
     def make(folder: Path) -> None:
-        batch = int(cfg["train"]["batch_size"])
+        batch = cfg.train.batch_size
         rows = profile.profile_model(model, batch, PROFILE_REPEATS)
-        heading = profile.title(cfg["model"]["name"], mult_spec(cfg), batch, PROFILE_REPEATS)
+        heading = profile.title(cfg.model.name, cfg.mult.spec, batch, PROFILE_REPEATS)
         profile.write(rows, heading, folder / "layer-profile.md")
         print(profile.markdown(rows, heading), flush=True)
 
     _once(cell_dir, "profile", tracker, make)
 
 
-def log_curves(cfg: Mapping[str, Any], cell_dir: Path, tracker: Tracker, history: Sequence[Mapping]) -> None:
+def log_curves(cfg: CellConfig, cell_dir: Path, tracker: Tracker, history: Sequence[Mapping]) -> None:
     """The cell's learning curves, from the per-epoch metrics it logged (trainer.State.history)."""
     if not history:
         return
 
     def make(folder: Path) -> None:
-        title = (f"{cfg['model']['name']} under {mult_label(cfg)} on {cfg['dataset']['name']}, "
-                 f"seed {cfg['seed']}")
+        title = f"{cfg.model.name} under {cfg.mult.label} on {cfg.dataset.name}, seed {cfg.seed}"
         figures.save(figures.cell_curves(title, history), folder / "learning-curves.png")
 
     _once(cell_dir, "curves", tracker, make)

@@ -1,6 +1,6 @@
 """Which devices a cell's training process sees: its engine started, GPUs or nothing, without CUDA probe noise.
 
-    start_engine(cfg, engine=None)   the training process's first call: the engine's framework imported, its GPUs
+    start_engine(engine, gpus)       the training process's first call: the engine's framework imported, its GPUs
                                      listed, and GpusMissing raised where the cell asked for GPUs it does not see
 
 TensorFlow's Linux wheel probes for CUDA when it is imported and when it first lists devices. Without an NVIDIA driver
@@ -32,7 +32,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from models.engines import DEFAULT_ENGINE, EngineError, select
+from models.engines import EngineError, select
 from orchestrator.environment import DRIVER_FILE, importable, nvidia_driver_present
 
 # The probe's lines (TensorFlow 2.21, XLA's CUDA platform); nothing else is ever dropped.
@@ -46,17 +46,11 @@ class GpusMissing(EngineError):
     training process answers it as refused: retrying on this node cannot help, and a CPU run is not what was asked."""
 
 
-def gpus_wanted(cfg: Mapping[str, Any]) -> int | None:
-    """cluster.gpus of the cell (0 on every scheduler preset unless asked), None where it is not set (cluster=local
-    by default: whatever the machine has, unchecked)."""
-    gpus = (cfg.get("cluster") or {}).get("gpus")
-    return None if gpus is None else int(gpus)
-
-
-def prepare(cfg: Mapping[str, Any]) -> bool:
-    """Set the environment of this (training) process before TensorFlow is imported; True when CUDA's probe can only
-    be noise here (no driver, or no GPU wanted)."""
-    if gpus_wanted(cfg) == 0:
+def prepare(gpus: int | None) -> bool:
+    """Set the environment of this (training) process before its framework is imported, for a cell that asked for
+    `gpus` (cluster.gpus; None: not set, whatever the machine has); True when CUDA's probe can only be noise here (no
+    driver, or no GPU wanted)."""
+    if gpus == 0:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
         return True
     return not nvidia_driver_present()
@@ -92,19 +86,19 @@ def dropping_lines(pattern: re.Pattern, fd: int = 2, dropped: list[str] | None =
         os.close(saved)
 
 
-def start_engine(cfg: Mapping[str, Any], engine: str | None = None) -> int:
+def start_engine(engine: str, gpus: int | None) -> int:
     """Start the cell's engine in this (training) process: make it Keras' backend, import its framework (quietly where
     CUDA's probe can only be noise) and count the GPUs it sees, which it returns. Raises GpusMissing where the cell
-    asked for GPUs (cluster.gpus > 0) and the engine sees fewer. Called before anything imports Keras or trains.
+    asked for `gpus` > 0 (cluster.gpus, CellConfig.gpus) and the engine sees fewer. Called before anything imports
+    Keras or trains.
 
-    engine: tensorflow or torch; None reads the cell's `engine` key (tensorflow where it has none)."""
-    engine = engine or cfg.get("engine") or DEFAULT_ENGINE
+    engine: tensorflow or torch (models.engines.ENGINES)."""
     select(engine)
-    quiet = prepare(cfg)
+    quiet = prepare(gpus)
     probe: list[str] = []
     with dropping_lines(PROBE_NOISE, dropped=probe) if quiet else contextlib.nullcontext():
         seen, facts = _STARTS[engine]()
-    wanted = gpus_wanted(cfg) or 0
+    wanted = gpus or 0
     if seen < wanted:
         raise GpusMissing(_missing_message(engine, wanted, seen, facts, probe))
     return seen

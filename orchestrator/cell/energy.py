@@ -39,7 +39,7 @@ class NvmlEnergy:
     def __init__(self, nvml: Any = None, visible: str | None = None) -> None:
         if nvml is None:
             try:
-                import pynvml as nvml  # nvidia-ml-py
+                import pynvml as nvml  # nvidia-ml-py; only where a GPU is measured (optional: Missing says so)
             except ImportError as e:
                 raise Missing(f"missing: the pynvml module is not installed (pip install nvidia-ml-py): {e}") from None
         self.nvml = nvml

@@ -8,6 +8,10 @@ import sys
 import time
 from typing import Any, Mapping
 
+from tqdm import tqdm
+
+from orchestrator.config.cell import CellConfig
+
 POSITION_VARIABLE = "AMDNN_SWEEP_POSITION"   # "3/8": set by a local sweep (sweep.progress)
 
 
@@ -22,8 +26,8 @@ def duration(seconds: float) -> str:
 
 
 class Progress:
-    def __init__(self, cfg: Mapping[str, Any], epochs: int, steps_per_epoch: int, state: Any):
-        self.label = f"{cfg['model']['name']}/{cfg['mult']['name']}/{cfg['dataset']['name']} s{cfg['seed']}"
+    def __init__(self, cfg: CellConfig, epochs: int, steps_per_epoch: int, state: Any):
+        self.label = f"{cfg.model.name}/{cfg.mult.name}/{cfg.dataset.name} s{cfg.seed}"
         position = os.environ.get(POSITION_VARIABLE)
         self.prefix = f"[cell {position}] " if position else ""
         self.epochs, self.spe = epochs, steps_per_epoch
@@ -32,8 +36,6 @@ class Progress:
         self.images = 0
         self.bar = None
         if sys.stderr.isatty():
-            from tqdm import tqdm
-
             self.bar = tqdm(total=epochs * steps_per_epoch, initial=state.global_step, desc=self.label,
                             unit="step", dynamic_ncols=True, file=sys.stderr)
 

@@ -1,6 +1,6 @@
-"""run_cell(cfg) -> CellResult: the one entry point of a grid cell, for the local launcher and cluster jobs alike.
+"""run_cell(cell) -> CellResult: the one entry point of a grid cell, for the local launcher and cluster jobs alike.
 
-    result = run_cell(cfg)          # validate, find the cell by identity, skip if done, else train (resuming)
+    result = run_cell(cell)         # a resolved CellConfig: find the cell's folder, skip if done, else train (resuming)
     request_checkpoint()            # from a signal handler or another thread: checkpoint soon, return "preempted"
 
 A cell stopped from outside (SIGTERM to this process where nothing else handles it, as `kill` does to a local sweep,
@@ -25,10 +25,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
+
+from ops.atomic import write_bytes
+
 from orchestrator.cell.worker import ANSWERS, run
 from orchestrator.common import cellfiles, paths
-from orchestrator.config.identity import base_tags, cell_folder, cell_identity, defining_config
-from orchestrator.config.validate import validate
+from orchestrator.config.cell import CellConfig, resolve
 from orchestrator.tracking.tracker import Tracker, flatten
 
 
@@ -67,28 +70,24 @@ def checkpoint_requested() -> bool:
 
 
 def cell_dir_of(cfg: Any) -> Path:
-    """The folder of the cell `cfg` describes (validated plain config or DictConfig)."""
-    return cell_folder(validate(cfg))
+    """The folder of the cell `cfg` describes (a CellConfig, or a composed config, resolved here)."""
+    return Path((cfg if isinstance(cfg, CellConfig) else resolve(cfg)).cell_dir)
 
 
-def run_cell(cfg: Any, supervise: bool = True) -> CellResult:
-    """Run (or resume, or skip if done) the cell `cfg` describes. Raises ConfigError for an invalid config;
-    every other failure is a CellResult with status "failed".
+def run_cell(cell: CellConfig | Any, supervise: bool = True) -> CellResult:
+    """Run (or resume, or skip if done) the cell. `cell` is resolved at launch (config.cell.resolve) and trusted here;
+    a composed config (DictConfig or mapping, as older callers and the pickles of older jobs pass) is resolved once
+    here, and raises ConfigError if invalid. Every other failure is a CellResult with status "failed".
 
     supervise=False trains in this process (no crash retry): for debugging and for tests that patch the trainer.
     """
-    from filelock import FileLock, Timeout
-
-    c = validate(cfg)
-    c.pop("hydra", None)
-    identity = cell_identity(c)
-    cell_dir = cell_folder(c, identity)
-    name = cell_dir.name
+    cell = cell if isinstance(cell, CellConfig) else resolve(cell)
+    identity, name, cell_dir = cell.identity, cell.name, Path(cell.cell_dir)
     cell_dir.mkdir(parents=True, exist_ok=True)
     result = CellResult(identity=identity, name=name, cell_dir=str(cell_dir), status="failed")
-    uri = paths.tracking_uri(c.get("tracking_uri"))
-    tracker = Tracker(uri, c["experiment"], identity, cell_dir, run_name=name, mode=c["tracking_mode"])
-    patience = float(c["tracking_patience_s"])  # default: conf/config.yaml
+    uri = cell.tracking.uri
+    tracker = Tracker(uri, cell.tracking.experiment, identity, cell_dir, run_name=name, mode=cell.tracking.mode)
+    patience = cell.tracking.patience_s
 
     lock = FileLock(str(cell_dir / cellfiles.LOCK))
     try:
@@ -100,17 +99,17 @@ def run_cell(cfg: Any, supervise: bool = True) -> CellResult:
     try:
         if not (cell_dir / cellfiles.CELL).exists():
             cellfiles.write_json(cell_dir / cellfiles.CELL, {"identity": identity, "name": name,
-                                                             "defining_config": defining_config(c)})
+                                                             "defining_config": cell.defining_config()})
         done = cellfiles.read_json(cell_dir / cellfiles.DONE)
         if done and done.get("identity") == identity:
             tracker.flush(patience_s=patience, force=True)  # records an outage left queued go now
             result.status, result.skipped, result.test_accuracy = "finished", True, done.get("test_accuracy")
             result.run_id = tracker.run_id
             return result
-        cellfiles.write_json(cell_dir / cellfiles.RUN_CONFIG, c)
-        tracker.start(flatten(c), base_tags(identity, c))  # sent by the worker's first background flush
+        write_bytes(cell_dir / cellfiles.RUN_CONFIG, cell.to_json().encode())  # the worker's config, trusted
+        tracker.start(flatten(cell.as_dict()), cell.tags())  # sent by the worker's first background flush
         if supervise:
-            _supervise(c, cell_dir, tracker, result)
+            _supervise(cell, cell_dir, tracker, result)
         else:
             cellfiles.event(cell_dir, "start", attempt=1, pid=os.getpid())
             result.attempts = 1
@@ -168,14 +167,14 @@ def _stoppable_by_sigterm():
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _supervise(c: dict, cell_dir: Path, tracker: Tracker, result: CellResult) -> None:
+def _supervise(cell: CellConfig, cell_dir: Path, tracker: Tracker, result: CellResult) -> None:
     """Start the worker; restart it after a crash (bounded); forward checkpoint requests to it."""
     with _stoppable_by_sigterm():
-        _supervise_worker(c, cell_dir, tracker, result)
+        _supervise_worker(cell, cell_dir, tracker, result)
 
 
-def _supervise_worker(c: dict, cell_dir: Path, tracker: Tracker, result: CellResult) -> None:
-    limit = int(c["retries"]["crashes"])
+def _supervise_worker(cell: CellConfig, cell_dir: Path, tracker: Tracker, result: CellResult) -> None:
+    limit = cell.retries.crashes
     crashes = 0
     while True:
         result.attempts += 1

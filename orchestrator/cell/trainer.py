@@ -31,20 +31,18 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Callable
 
 import numpy as np
 
 import ops
 from models import build_model, datasets, optim
-from models.engines import DEFAULT_ENGINE
 from ops.atomic import write_bytes
 
 from orchestrator.cell import artifacts, checkpoints, collapse, energy, engines, run_facts
 from orchestrator.cell.progress import Progress
-from orchestrator.common import paths
 from orchestrator.common.cellfiles import FINAL_WEIGHTS, LAST_GOOD_EPOCH, SKIPS
-from orchestrator.config.validate import mult_spec
+from orchestrator.config.cell import CellConfig
 from orchestrator.tracking.system_metrics import SystemSampler
 from orchestrator.tracking.tracker import FINAL_KEY, Tracker
 
@@ -138,31 +136,30 @@ def _restore(model, optimizer, ckpt: checkpoints.Checkpoint) -> None:
 class _Run:
     """One attempt at a cell: its data, model and optimizer, and the steps that move them."""
 
-    def __init__(self, cfg: Mapping[str, Any], identity: str, cell_dir: Path, tracker: Tracker):
+    def __init__(self, cfg: CellConfig, identity: str, cell_dir: Path, tracker: Tracker):
         self.cfg, self.cell_dir, self.tracker, self.datasets = cfg, Path(cell_dir), tracker, datasets
-        self.seed, self.train_cfg = int(cfg["seed"]), cfg["train"]
-        self.engine = engines.start(cfg.get("engine", DEFAULT_ENGINE), self.seed)
-        self.data = datasets.load(cfg["dataset"]["name"], str(paths.data_dir(cfg.get("data_dir"))))
-        self.batch_size, self.epochs = int(self.train_cfg["batch_size"]), int(self.train_cfg["epochs"])
+        self.seed, self.train_cfg = cfg.seed, cfg.train.as_dict()  # models.optim takes the recipe as plain data
+        self.engine = engines.start(cfg.engine, self.seed)
+        self.data = datasets.load(cfg.dataset.name, cfg.paths.data_dir)
+        self.batch_size, self.epochs = cfg.train.batch_size, cfg.train.epochs
         self.spe = datasets.steps_per_epoch(self.data, self.batch_size)
-        self.model = build_model(cfg["model"]["name"], mult_spec(cfg), self.data.input_shape, self.data.num_classes,
-                                 exact_gradients=bool(cfg["mult"].get("exact_gradients", False)), seed=self.seed)
+        self.model = build_model(cfg.model.name, cfg.mult.spec, self.data.input_shape, self.data.num_classes,
+                                 exact_gradients=cfg.mult.exact_gradients, seed=self.seed)
         self.optimizer = optim.make_optimizer(self.train_cfg)
         self.optimizer.build(self.model.trainable_variables)
-        self.expect = {"identity": identity, "model": cfg["model"]["name"], "mult": cfg["mult"]["name"],
-                       "dataset": cfg["dataset"]["name"]}
-        self.every = int(cfg["checkpoint"]["every_n_steps"])
-        self.keep = int(cfg["checkpoint"]["keep_last"])
-        self.nan_limit = int(cfg["retries"]["nan_rollbacks"])
-        self.collapse_cfg = self.train_cfg["collapse"]
+        self.expect = {"identity": identity, "model": cfg.model.name, "mult": cfg.mult.name,
+                       "dataset": cfg.dataset.name}
+        self.every = cfg.checkpoint.every_n_steps
+        self.keep = cfg.checkpoint.keep_last
+        self.nan_limit = cfg.retries.nan_rollbacks
+        self.collapse_cfg = cfg.train.collapse
         self.skips = _skips(self.cell_dir)
         self.steps = self.engine.compile(self.model, self.optimizer, optim.coupled_l2(self.train_cfg["optimizer"]),
                                          self.batch_size)
         self.progress: Progress | None = None
-        self.simulated = cfg["mult"]["name"] != "native"  # the AM layers' ops count which kernel path they took
+        self.simulated = cfg.mult.simulated  # the AM layers' ops count which kernel path they took
         self.paths_at_epoch_start = self.path_counts()
-        run_facts.record(tracker, self.data, str(paths.data_dir(cfg.get("data_dir"))), self.simulated,
-                         self.engine.name)
+        run_facts.record(tracker, self.data, cfg.paths.data_dir, self.simulated, self.engine.name)
         self.energy = energy.EnergyMeter(self.cell_dir, uses_gpu=self.engine.uses_gpu())
         self.energy_tags = self.energy.tags()
         tracker.set_tags(self.energy_tags)
@@ -208,7 +205,7 @@ class _Run:
         """Train the rest of state.epoch, updating `state`; True if stopped on request (checkpoint written)."""
         for step, x, y in self.datasets.batches(self.data, self.batch_size, self.seed, state.epoch,
                                                 start_step=state.step_in_epoch,
-                                                augment=bool(self.cfg["dataset"].get("augment", False))):
+                                                augment=self.cfg.dataset.augment):
             g = state.global_step
             if g not in self.skips["steps"]:
                 loss, grad_norm, correct = self.steps.train_step(x, y, self.learning_rate(g))
@@ -247,7 +244,7 @@ class _Run:
     def collapse_rollback(self, bad: _Collapsed) -> State:
         """Go back to the last healthy epoch end with a lower learning rate from there on (bounded)."""
         done = self.skips.setdefault("collapses", [])
-        limit, factor = int(self.collapse_cfg["rollbacks"]), float(self.collapse_cfg["lr_factor"])
+        limit, factor = self.collapse_cfg.rollbacks, self.collapse_cfg.lr_factor
         if len(done) >= limit:
             raise CollapseRollbacksExhausted(f"{bad}; {len(done)} rollback(s) with a lowered learning rate already "
                                              f"(train.collapse.rollbacks={limit}): learning rate too high?")
@@ -315,13 +312,13 @@ class _Run:
         return state
 
 
-def train(cfg: Mapping[str, Any], identity: str, cell_dir: Path, tracker: Tracker,
+def train(cfg: CellConfig, identity: str, cell_dir: Path, tracker: Tracker,
           should_stop: Callable[[], bool] = lambda: False) -> Outcome:
-    """Train the cell described by the plain config `cfg` to its last epoch, or until `should_stop()` is true
+    """Train the cell described by the resolved config `cfg` to its last epoch, or until `should_stop()` is true
     (then a checkpoint is written and the outcome is "preempted")."""
     run = _Run(cfg, identity, cell_dir, tracker)
     sampler = None
-    if cfg.get("system_metrics"):  # before the first background flush: both would import mlflow at once
+    if cfg.system_metrics:  # before the first background flush: both would import mlflow at once
         sampler = SystemSampler(tracker, cell_dir).start()
     artifacts.log_multiplier(cfg, run.cell_dir, tracker)
     artifacts.log_profile(cfg, run.cell_dir, tracker, run.model)

@@ -1,6 +1,6 @@
 """The training process of a cell: `python -m orchestrator.cell.worker CELL_DIR`, started and watched by run_cell.
 
-Reads CELL_DIR/run-config.json, trains (orchestrator.cell.trainer), and says how it ended through its exit status, so
+Reads CELL_DIR/run-config.json (the CellConfig resolved at launch, trusted: nothing is validated again), trains (orchestrator.cell.trainer), and says how it ended through its exit status, so
 that the parent can tell a crash (retry from the last checkpoint) from an answer (done, preempted, failed):
 """
 from __future__ import annotations
@@ -16,7 +16,8 @@ from models.datasets import DatasetError
 
 from orchestrator.cell import devices, trainer
 from orchestrator.cell.checkpoints import CheckpointMismatch
-from orchestrator.common import cellfiles, paths
+from orchestrator.common import cellfiles
+from orchestrator.config.cell import CellConfig
 from orchestrator.config.validate import ConfigError
 from orchestrator.tracking.tracker import Tracker
 
@@ -41,14 +42,19 @@ class _Stop:
         self.requested = True
 
 
+def read_config(cell_dir: Path) -> CellConfig:
+    """The cell's CellConfig, as run_cell wrote it for this launch."""
+    return CellConfig.from_json((Path(cell_dir) / cellfiles.RUN_CONFIG).read_text())
+
+
 def run(cell_dir: Path, should_stop, tracker=None) -> int:
     """Train the cell in CELL_DIR in this process; return the exit status (EXIT_*). Never raises for a failure of
     the cell itself. `tracker`: the caller's, when it runs the cell in its own process."""
     cell_dir = Path(cell_dir)
-    cfg = cellfiles.read_json(cell_dir / cellfiles.RUN_CONFIG)
+    cfg = read_config(cell_dir)
     cell = cellfiles.read_json(cell_dir / cellfiles.CELL)
-    tracker = tracker or Tracker(paths.tracking_uri(cfg.get("tracking_uri")), cfg["experiment"], cell["identity"],
-                                 cell_dir, run_name=cell["name"], mode=cfg.get("tracking_mode", "auto"))
+    tracker = tracker or Tracker(cfg.tracking.uri, cfg.tracking.experiment, cell["identity"], cell_dir,
+                                 run_name=cell["name"], mode=cfg.tracking.mode)
     # Any other exception, a ValueError included, is a crash: main() exits 1 and run_cell retries the cell from its
     # last good checkpoint (bounded by retries.crashes). Only a config error is refused for good.
     try:
@@ -82,10 +88,10 @@ def _failed(tracker, cell_dir, error: BaseException, code: int) -> int:
 
 def _refused(cell_dir: Path, error: BaseException) -> int:
     """Refuse the cell in CELL_DIR before it trains: its run is marked FAILED with the reason."""
-    cfg = cellfiles.read_json(cell_dir / cellfiles.RUN_CONFIG)
+    cfg = read_config(cell_dir)
     cell = cellfiles.read_json(cell_dir / cellfiles.CELL)
-    tracker = Tracker(paths.tracking_uri(cfg.get("tracking_uri")), cfg["experiment"], cell["identity"], cell_dir,
-                      run_name=cell["name"], mode=cfg.get("tracking_mode", "auto"))
+    tracker = Tracker(cfg.tracking.uri, cfg.tracking.experiment, cell["identity"], cell_dir, run_name=cell["name"],
+                      mode=cfg.tracking.mode)
     try:
         return _failed(tracker, cell_dir, error, EXIT_REFUSED)
     finally:
@@ -105,8 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signum, stop.handle)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
+        cell = read_config(Path(argv[0]))
         try:  # selects Keras' backend first, before anything imports Keras
-            devices.start_engine(cellfiles.read_json(Path(argv[0]) / cellfiles.RUN_CONFIG) or {})
+            devices.start_engine(cell.engine, cell.gpus)
         except devices.GpusMissing as e:  # never a CPU run in place of the GPUs asked for; a retry here cannot help
             return _refused(Path(argv[0]), e)
         return run(Path(argv[0]), stop)

@@ -103,6 +103,7 @@ class Grid:
             delayed.dump(tmp)
 
     def load_call(self, name: str) -> tp.Any:
+        # submitit only where a call is loaded: status reads the grid record without it
         from submitit.core.utils import DelayedSubmission  # pylint: disable=import-outside-toplevel
 
         return DelayedSubmission.load(self._cell_path(name, ".pkl"))

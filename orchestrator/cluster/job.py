@@ -17,9 +17,12 @@ import subprocess
 import sys
 import typing as tp
 
+from hydra import compose, initialize_config_dir
+
 from orchestrator.cell.run import run_cell
 from orchestrator.cluster.preempt import Warnings
 from orchestrator.common import paths
+from orchestrator.config.cell import resolve
 from orchestrator.schedulers import scripts
 from orchestrator.schedulers.pbs.job_environment import arm_walltime_timer
 
@@ -47,13 +50,11 @@ def main(argv: tp.Optional[tp.List[str]] = None) -> int:
                         help="walltime continuations allowed (the launcher uses cluster.max_requeues)")
     args = parser.parse_args(argv)
 
-    from hydra import compose, initialize_config_dir  # pylint: disable=import-outside-toplevel
-
     with initialize_config_dir(config_dir=str(paths.repo_root() / "conf"), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=args.overrides)
+        cell = resolve(compose(config_name="config", overrides=args.overrides))  # this job is the cell's launch
     warnings = Warnings().install()
     arm_walltime_timer()  # PBS only: no-op without AMDNN_WALLTIME_S
-    result = run_cell(cfg)
+    result = run_cell(cell)
     print(f"[amdnn] {result.name}: {result.status}" + (f" ({result.error})" if result.error else ""), flush=True)
     if result.status != "preempted" or not warnings.warned:
         return 0 if result.status in ("finished", "preempted") else 1

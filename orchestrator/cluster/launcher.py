@@ -7,7 +7,8 @@ same command run twice (or alongside the resume cron, which takes the same lock)
 
 Inside the job, the same launcher object runs the cell (Hydra's run_job -> launch.py's task function -> run_cell),
 with the scheduler's warnings turned into checkpoint requests (preempt.py), periodic archiving (archive.py), and the
-job ids recorded on the cell's MLflow run (tag amdnn.job_ids).
+job ids recorded on the cell's MLflow run (tag amdnn.job_ids). The job's pickle holds the cell's CellConfig resolved
+at launch (JobCell): the job trains it as is, nothing validated again (the executor's parameters least of all).
 """
 from __future__ import annotations
 
@@ -16,8 +17,12 @@ import shutil
 import sys
 import time
 import typing as tp
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
+import submitit
+from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import BaseSubmititLauncher
 from omegaconf import OmegaConf, open_dict
@@ -26,22 +31,37 @@ from orchestrator.cluster.archive import Periodic
 from orchestrator.cluster.grid import Grid, latest_job, state_dir_of
 from orchestrator.cluster.preempt import Warnings, continue_job
 from orchestrator.cluster.status import cell_state, done_info, rows, scheduler_states, table
-from orchestrator.common import paths
-from orchestrator.config.identity import cell_folder, cell_identity, mult_label
-from orchestrator.config.validate import validate
+from orchestrator.config.cell import CellConfig, resolve as resolve_cell  # tracking.mode has a resolve too
 from orchestrator.schedulers import job_status
 from orchestrator.schedulers.params import executor_parameters
 from orchestrator.schedulers.resources import check_scheduler, setting
 from orchestrator.schedulers.submit import make_executor
+from orchestrator.sweep.launching import launch_cell
 from orchestrator.tracking.importer import import_for
 from orchestrator.tracking.mode import DIRECT, resolve
 from orchestrator.tracking.tracker import Tracker
 
 log = logging.getLogger(__name__)
 
-# The cell facts a job needs without composing its config again.
+# The cell facts the pickles of older jobs hold instead of a JobCell (a job resubmitted by the cron still runs them).
 _JOB_FIELDS = ("name", "identity", "cell_dir", "archive_dir", "archive_every_min", "tracking_uri", "tracking_mode",
                "experiment", "state_dir")
+
+
+@dataclass(frozen=True)
+class JobCell:
+    """What a job gets from its launch: the cell resolved there, and the grid's places, resolved there too."""
+    config: CellConfig
+    state_dir: str                   # the grid record
+    archive_dir: tp.Optional[str]    # cluster.archive_dir, absolute; None: no archive
+    archive_every_min: float
+
+    def facts(self) -> dict:
+        """The _JOB_FIELDS of this cell: what the job's own code reads, from a JobCell or an older job's dict."""
+        c = self.config
+        return {"name": c.name, "identity": c.identity, "cell_dir": c.cell_dir, "archive_dir": self.archive_dir,
+                "archive_every_min": self.archive_every_min, "tracking_uri": c.tracking.uri,
+                "tracking_mode": c.tracking.mode, "experiment": c.tracking.experiment, "state_dir": self.state_dir}
 
 
 class ClusterLauncher(BaseSubmititLauncher):
@@ -65,25 +85,19 @@ class ClusterLauncher(BaseSubmititLauncher):
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
 
-        cells = []
+        cells, jobs_of = [], {}
         for idx, overrides in enumerate(job_overrides):
             sweep_config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
             with open_dict(sweep_config):  # the cell's own keys; hydra's are only resolvable inside the job
                 sweep_config.pop("hydra", None)
-            c = validate(sweep_config)
-            identity = cell_identity(c)
-            folder = cell_folder(c, identity)
+            c = resolve_cell(sweep_config)
+            job_cell = JobCell(c, str(state_dir), str(Path(cluster["archive_dir"]).expanduser().resolve())
+                               if cluster.get("archive_dir") else None, setting(cluster, "archive_every_min"))
+            jobs_of[c.name] = job_cell
             cells.append({
-                "idx": initial_job_idx + idx, "overrides": list(overrides), "name": folder.name, "identity": identity,
-                "cell_dir": str(folder),
-                "tracking_uri": paths.tracking_uri(c.get("tracking_uri")), "tracking_mode": c["tracking_mode"],
-                "experiment": c["experiment"],
-                "model": c["model"]["name"], "mult": mult_label(c), "dataset": c["dataset"]["name"],
-                "seed": c["seed"], "epochs": c["train"]["epochs"],
-                "archive_dir": str(Path(cluster["archive_dir"]).expanduser().resolve())
-                if cluster.get("archive_dir") else None,
-                "archive_every_min": setting(cluster, "archive_every_min"),
-                "max_attempts": int(setting(cluster, "max_attempts")), "state_dir": str(state_dir)})
+                "idx": initial_job_idx + idx, "overrides": list(overrides), **job_cell.facts(),
+                "model": c.model.name, "mult": c.mult.label, "dataset": c.dataset.name, "seed": c.seed,
+                "epochs": c.train.epochs, "max_attempts": int(setting(cluster, "max_attempts"))})
 
         import_for(cell["tracking_uri"] for cell in cells)  # this login-node process is one of the store's writers
         # The resume cron's lock: a cron run and a launch never submit the same cell at the same time.
@@ -106,7 +120,7 @@ class ClusterLauncher(BaseSubmititLauncher):
                                           f"{latest[cell['name']]}"))
                 else:
                     to_submit.append(cell)
-            jobs = self._submit(spec, to_submit) if to_submit else []
+            jobs = self._submit(spec, to_submit, jobs_of) if to_submit else []
             for cell, job in zip(to_submit, jobs):
                 record = dict(previous[cell["name"]] or {})
                 record.update({k: v for k, v in cell.items() if k != "idx"})
@@ -125,12 +139,10 @@ class ClusterLauncher(BaseSubmititLauncher):
                           _return_value={"cell": cell["name"], "job_id": submitted.get(cell["name"]),
                                          "skipped": reasons.get(cell["name"])}) for cell in cells]
 
-    def _submit(self, spec: dict, cells: tp.List[dict]) -> tp.List[tp.Any]:
-        from hydra.core.singleton import Singleton  # pylint: disable=import-outside-toplevel
-
+    def _submit(self, spec: dict, cells: tp.List[dict], jobs_of: tp.Dict[str, JobCell]) -> tp.List[tp.Any]:
         executor = make_executor(spec)
         job_params = [(c["overrides"], "hydra.sweep.dir", c["idx"], f"job_id_for_{c['idx']}", Singleton.get_state(),
-                       {k: c[k] for k in _JOB_FIELDS}) for c in cells]
+                       jobs_of[c["name"]]) for c in cells]
         return executor.map_array(self, *zip(*job_params))
 
     @staticmethod
@@ -148,10 +160,9 @@ class ClusterLauncher(BaseSubmititLauncher):
 
     # ---- inside the job ---------------------------------------------------------------------------------------
     def __call__(self, sweep_overrides: tp.List[str], job_dir_key: str, job_num: int, job_id: str,
-                 singleton_state: tp.Dict[type, tp.Any], cell: tp.Optional[dict] = None) -> tp.Any:
-        import submitit  # pylint: disable=import-outside-toplevel
-
-        assert cell is not None, "ClusterLauncher jobs are submitted by ClusterLauncher.launch"
+                 singleton_state: tp.Dict[type, tp.Any], job: tp.Union[JobCell, dict, None] = None) -> tp.Any:
+        assert job is not None, "ClusterLauncher jobs are submitted by ClusterLauncher.launch"
+        cell = job.facts() if isinstance(job, JobCell) else job  # an older job's pickle: the dict of _JOB_FIELDS
         env = submitit.JobEnvironment()
         warnings = Warnings().install()
         archiver = None
@@ -160,9 +171,13 @@ class ClusterLauncher(BaseSubmititLauncher):
             direct = resolve(cell.get("tracking_mode", "auto"), cell["tracking_uri"]).name == DIRECT
             archiver = Periodic(Path(cell["cell_dir"]), Path(cell["archive_dir"]), cell["archive_every_min"],
                                 cell["tracking_uri"] if direct else None).start()
+        task = self.task_function
+        if isinstance(job, JobCell):  # launch.py's task, with the cell as the launch resolved it (an older job's
+            self.task_function = partial(launch_cell, cell=job.config)  # pickle: its config is resolved in the job)
         try:
             ret = super().__call__(sweep_overrides, job_dir_key, job_num, job_id, singleton_state)
         finally:
+            self.task_function = task  # a checkpoint pickles this launcher again: as it was submitted
             if archiver is not None:
                 archiver.stop()
         result = ret.return_value  # raises the task's exception: the job fails and says why

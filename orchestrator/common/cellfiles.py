@@ -1,7 +1,8 @@
 """The files of a cell's folder (CHECKPOINT_ROOT/<cell name>/) that other tools read: one place names them.
 
     cell.json          identity, name and defining config (written once)
-    run-config.json    the full config of the current launch (paths may differ between launches)
+    run-config.json    the resolved config of the current launch (config.cell.CellConfig.to_json; paths may differ
+                       between launches): what the training process reads and trusts
     done.json          present once the cell finished: final test accuracy, run id, steps, time
     events.jsonl       one line per attempt event: start, crash, preempted, finished, failed (host, job id, time)
     cell.lock          held by the one process running the cell

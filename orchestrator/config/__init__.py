@@ -5,4 +5,6 @@
     keys      the keys and group options conf/ defines: others are refused, naming the closest
     identity  cell_identity(cfg), cell_name, cell_folder: the same config is the same run; mult_label and
               base_tags, the names a cell's MLflow run is found by
+    cell      resolve(cfg) -> CellConfig: validated and resolved once, at launch; typed and immutable, what the cell's
+              code reads, to_json/from_json for the training process (which trusts it)
 """

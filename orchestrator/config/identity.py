@@ -86,9 +86,14 @@ def mult_label(cfg: Mapping[str, Any]) -> str:
 
 def base_tags(identity: str, cfg: Mapping[str, Any]) -> dict[str, str]:
     """The tags a cell's MLflow run starts with: what status, the report and the resume cron find it by."""
-    tags = {TAG_CELL: identity, "amdnn.model": cfg["model"]["name"], "amdnn.mult": mult_label(cfg),
-            "amdnn.dataset": cfg["dataset"]["name"], "amdnn.seed": str(cfg["seed"]), "amdnn.host": socket.gethostname(),
-            TAG_DEFINING: canonical_json(defining_config(cfg))}
+    return run_tags(identity, cfg["model"]["name"], mult_label(cfg), cfg["dataset"]["name"], cfg["seed"],
+                    canonical_json(defining_config(cfg)))
+
+
+def run_tags(identity: str, model: str, mult: str, dataset: str, seed: int, defining: str) -> dict[str, str]:
+    """base_tags from the cell's names and its canonical defining JSON (a resolved CellConfig has them all)."""
+    tags = {TAG_CELL: identity, "amdnn.model": model, "amdnn.mult": mult, "amdnn.dataset": dataset,
+            "amdnn.seed": str(seed), "amdnn.host": socket.gethostname(), TAG_DEFINING: defining}
     if job_id():
         tags["amdnn.job_id"] = job_id()  # type: ignore[assignment]
     return tags

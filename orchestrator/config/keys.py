@@ -14,6 +14,8 @@ import functools
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
+import yaml
+
 from orchestrator.common import paths
 
 LEAF, NODE, OPEN = "leaf", "node", "open"   # a value; a mapping of known keys; a mapping of the user's keys
@@ -24,8 +26,6 @@ NOT_CONFIG = ("hydra", "defaults")          # Hydra's own keys, and the defaults
 def known_keys(conf_dir: str | None = None) -> dict[str, str]:
     """dotted key -> LEAF, NODE or OPEN, over conf/config.yaml (at the root) and every option of every group
     (conf/<group>/*.yaml, under <group>): the union, so a key is known if any option of its group has it."""
-    import yaml
-
     root = Path(conf_dir) if conf_dir else paths.repo_root() / "conf"
     def read(path: Path) -> dict:
         return {k: v for k, v in (yaml.safe_load(path.read_text()) or {}).items() if k not in NOT_CONFIG}
@@ -87,6 +87,7 @@ def override_errors(overrides: list[str]) -> list[str]:
     not define, or a group choice (model=NAME, also in a sweep) that is not an option; each with the closest valid
     one. Additions (+key=..) are checked once composed (unknown_keys); deletions, packages, hydra.* and malformed
     overrides are left to Hydra, which explains those well."""
+    # Hydra's parser (ANTLR) only in launch.py's process: the training process imports this module too.
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.override_parser.types import OverrideType
 

@@ -1,15 +1,18 @@
 """Checking a composed cell config before anything is trained or submitted, and reading its parts.
 
-`validate(cfg)` is called by the sweep callback for every cell of a sweep before the first one runs, by `run_cell`
-before it trains, and by the cluster launchers before they submit. The valid choices come from the registries
+`validate(cfg)` is called once per cell, at launch, by `config.cell.resolve`: in the sweep callback for every cell of
+a sweep before the first one runs, in launch_cell, and in the cluster launchers before they submit; never in the job. The valid choices come from the registries
 (models, ops, models.datasets, models.optim): the conf/ group files mirror them and a test keeps them equal.
 The valid keys are those conf/ defines (config.keys); a cluster's resources are checked by the code that turns them
 into a job script (schedulers.params), so a config the launcher would refuse is refused here, with or without -m.
 """
 from __future__ import annotations
 
+import copy
 import os
 from typing import Any, Mapping
+
+from omegaconf import DictConfig, OmegaConf
 
 import models
 import ops
@@ -56,15 +59,8 @@ def augmentable_datasets() -> list[str]:
 
 def to_dict(cfg: Any) -> dict:
     """A plain, resolved dict of a DictConfig (or a copy of a mapping)."""
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(cfg, DictConfig):
-            return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)  # type: ignore[return-value]
-    except ImportError:  # pragma: no cover - omegaconf is a dependency; plain dicts work without it
-        pass
-    import copy
-
+    if isinstance(cfg, DictConfig):
+        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)  # type: ignore[return-value]
     return copy.deepcopy(dict(cfg))
 
 

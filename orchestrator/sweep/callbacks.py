@@ -13,12 +13,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hydra import compose
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from orchestrator.common import paths
-from orchestrator.config.identity import cell_identity, defining_config, mult_label
-from orchestrator.config.validate import ConfigError, validate
+from orchestrator.config.cell import resolve
+from orchestrator.config.validate import ConfigError
 from orchestrator.report.files import publish_experiment, write_report
 from orchestrator.report.table import collect, markdown, missing_rows
 from orchestrator.schedulers.limits import sweep_problems
@@ -30,27 +33,22 @@ log = logging.getLogger(__name__)
 
 def sweep_overrides(config: DictConfig) -> list[list[str]]:
     """The override list of every job of the sweep, as Hydra's basic sweeper expands the command line."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
     return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
 
 
 def cells_of_sweep(config: DictConfig) -> list[dict]:
-    """Compose and validate every cell of the sweep; raise ConfigError naming the first bad cell's overrides."""
-    from hydra import compose
-
+    """Compose and resolve every cell of the sweep; raise ConfigError naming the first bad cell's overrides."""
     cells = []
     for overrides in sweep_overrides(config):
         cfg = compose(config_name=config.hydra.job.config_name, overrides=overrides)
         try:
-            c = validate(cfg)
+            cell = resolve(cfg)
         except ConfigError as e:
             raise ConfigError(f"sweep cell {' '.join(overrides) or '(defaults)'}: {e}") from None
-        cells.append({"identity": cell_identity(c), "model": c["model"]["name"], "mult": mult_label(c),
-                      "dataset": c["dataset"]["name"], "seed": c["seed"], "defining": defining_config(c),
-                      "cluster": c["cluster"], "epochs": c["train"]["epochs"]})
+        cells.append({"identity": cell.identity, "model": cell.model.name, "mult": cell.mult.label,
+                      "dataset": cell.dataset.name, "seed": cell.seed, "defining": cell.defining_config(),
+                      "cluster": cell.as_dict()["cluster"], "epochs": cell.train.epochs})
     return cells
 
 

@@ -17,10 +17,15 @@ import traceback
 from pathlib import Path
 from typing import NoReturn, Sequence
 
+from hydra._internal.utils import get_args_parser
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+
 from orchestrator.cell.run import CellResult, run_cell
 from orchestrator.common import paths
+from orchestrator.config.cell import CellConfig, resolve
 from orchestrator.config.keys import override_errors
-from orchestrator.config.validate import ConfigError, config_error, to_dict, validate
+from orchestrator.config.validate import ConfigError, config_error
 
 log = logging.getLogger(__name__)
 RESULT_FILE = "cell-result.json"   # in the Hydra job's output dir: what this job did
@@ -38,8 +43,6 @@ def check_command_line(argv: Sequence[str]) -> None:
     """Before Hydra composes: refuse an override of a key that conf/ does not define, or an option a group does not
     have, naming the closest valid one (for a misspelt key Hydra's own message would suggest `+key=value`, which
     composes the typo)."""
-    from hydra._internal.utils import get_args_parser
-
     if "--version" in argv:
         return
     try:
@@ -55,12 +58,12 @@ def _launch_script() -> Path:
     return paths.repo_root() / "launch.py"
 
 
-def _submit_as_sweep_of_one(c: dict) -> NoReturn:
+def _submit_as_sweep_of_one(cell: CellConfig) -> NoReturn:
     """A single run on a cluster preset: re-execute the command with -m, so that the cluster launcher submits the
     cell; or, where this process is not launch.py's (or already is that re-execution), refuse with the command."""
     args = sys.argv[1:]
     shown = f"python {shlex.join([sys.argv[0], '-m', *args])}"
-    cluster = c["cluster"].get("name", c["cluster"]["scheduler"])
+    cluster = cell.cluster.get("name", cell.cluster["scheduler"])
     ran_launch_py = Path(sys.argv[0]).resolve() == _launch_script().resolve()
     if os.environ.get(SWEEP_OF_ONE) or not ran_launch_py:
         print(f"[amdnn] cluster={cluster} submits jobs, which only a sweep does; nothing was trained or submitted. "
@@ -82,31 +85,25 @@ def mlflow_ui_command(uri: str) -> str:
 
 def _hydra_context() -> tuple[bool, Path | None]:
     try:
-        from hydra.core.hydra_config import HydraConfig
-        from hydra.types import RunMode
-
         hc = HydraConfig.get()
         return hc.mode == RunMode.MULTIRUN, Path(hc.runtime.output_dir)
     except Exception:  # noqa: BLE001 - called outside Hydra (tests, scripts)
         return False, None
 
 
-def launch_cell(cfg) -> dict:
-    """Run one cell from a composed config; print its outcome; return CellResult.to_dict()."""
+def launch_cell(cfg, cell: CellConfig | None = None) -> dict:
+    """Run one cell from a composed config, resolved here once, or from `cell`, resolved at launch (a cluster job's:
+    trusted, `cfg` then unread); print its outcome; return CellResult.to_dict()."""
     multirun, output_dir = _hydra_context()
-    if not multirun:
-        try:
-            c = validate(cfg)
-        except ConfigError as e:
-            refuse(e)
-        if c["cluster"].get("scheduler"):
-            _submit_as_sweep_of_one(c)
-    c = to_dict(cfg)
     try:
-        result = run_cell(cfg)
-    except ConfigError:
+        if cell is None:
+            cell = resolve(cfg)
+            if not multirun and cell.cluster.get("scheduler"):
+                _submit_as_sweep_of_one(cell)
+        result = run_cell(cell)
+    except ConfigError as e:
         if not multirun:
-            raise
+            refuse(e)
         result = CellResult(identity="", name="invalid", cell_dir="", status="failed",
                             error=traceback.format_exc(limit=0).strip())
     except Exception:  # noqa: BLE001 - in a sweep one crashed cell is recorded, the sweep goes on
@@ -117,7 +114,7 @@ def launch_cell(cfg) -> dict:
     if output_dir is not None:
         output_dir.mkdir(parents=True, exist_ok=True)
         (output_dir / RESULT_FILE).write_text(json.dumps(result.to_dict(), indent=1))
-    uri = paths.tracking_uri(c.get("tracking_uri"))
+    uri = cell.tracking.uri if cell is not None else paths.tracking_uri(cfg.get("tracking_uri"))  # an invalid cell's
     accuracy = "-" if result.test_accuracy is None else f"{result.test_accuracy:.4f}"
     what = "already finished, nothing trained" if result.skipped else result.status
     print(f"[amdnn] {result.name}: {what}; final test accuracy {accuracy}" +

@@ -59,11 +59,11 @@ def test_collapse_rolls_back_to_the_healthy_epoch_with_a_lower_rate(workdir, cap
     losses = [v for _, v in data["metrics"]["loss"]]
     assert losses[1] < 0.7 * math.log(10) and result.test_accuracy > 0.8, (losses, result.test_accuracy)
     # A later attempt in this folder (a resume after a crash) reads the same rates back from skips.json.
-    from orchestrator.config.validate import validate
+    from orchestrator.config.cell import resolve
     from orchestrator.tracking.tracker import Tracker
     from orchestrator.cell.trainer import _Run
 
-    again = _Run(validate(cfg), result.identity, cell, Tracker(workdir.uri, "amdnn", result.identity, cell))
+    again = _Run(resolve(cfg), result.identity, cell, Tracker(workdir.uri, "amdnn", result.identity, cell))
     assert [again.learning_rate(s) for s in (0, STEPS_PER_EPOCH - 1)] == [0.05, 0.05]
     assert [again.learning_rate(s) for s in (STEPS_PER_EPOCH, 2 * STEPS_PER_EPOCH - 1)] == \
         pytest.approx([0.02, 0.02], rel=1e-12)

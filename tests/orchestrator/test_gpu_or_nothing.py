@@ -50,19 +50,19 @@ START = """
 import json, sys
 from orchestrator.cell import devices
 try:
-    print(json.dumps({"gpus": devices.start_engine(json.loads(sys.argv[1]), sys.argv[2] or None)}))
+    print(json.dumps({"gpus": devices.start_engine(sys.argv[1], json.loads(sys.argv[2]))}))
 except devices.GpusMissing as e:
     print(json.dumps({"refused": str(e)}))
 """
 
 
-def start_engine(cfg: dict, engine: str = "", **environ: str) -> tuple[dict, str]:
+def start_engine(engine: str, gpus: int | None, **environ: str) -> tuple[dict, str]:
     """devices.start_engine in a fresh process (the framework and CUDA_VISIBLE_DEVICES are per process)."""
     e = env()
     e.pop("CUDA_VISIBLE_DEVICES", None)
     e.pop("TF_CPP_MIN_LOG_LEVEL", None)  # the probe lines are dropped without it
     e.update(environ)
-    done = subprocess.run([PYTHON, "-c", START, json.dumps(cfg), engine], env=e, cwd=REPO, capture_output=True,
+    done = subprocess.run([PYTHON, "-c", START, engine, json.dumps(gpus)], env=e, cwd=REPO, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
@@ -70,8 +70,7 @@ def start_engine(cfg: dict, engine: str = "", **environ: str) -> tuple[dict, str
 
 @no_gpu_here
 def test_a_scheduler_cell_wanting_two_gpus_names_cuda_visible_devices_and_what_tensorflow_said():
-    cfg = {"cluster": {"name": "slurm", "scheduler": "slurm", "gpus": 2}}  # no engine key: tensorflow
-    answer, stderr = start_engine(cfg, CUDA_VISIBLE_DEVICES="")
+    answer, stderr = start_engine("tensorflow", 2, CUDA_VISIBLE_DEVICES="")  # as cluster=slurm cluster.gpus=2
     error = answer["refused"]
     assert error.startswith("cluster.gpus=2 asks for 2 GPUs, but engine=tensorflow sees none")
     assert "CUDA_VISIBLE_DEVICES: ''" in error
@@ -83,8 +82,8 @@ def test_a_scheduler_cell_wanting_two_gpus_names_cuda_visible_devices_and_what_t
 @no_gpu_here
 @pytest.mark.parametrize("engine", ["tensorflow", "torch"])
 def test_no_gpu_asked_for_starts_on_the_cpu(engine):
-    for cluster in ({"name": "local", "gpus": None}, {"name": "slurm", "scheduler": "slurm", "gpus": 0}):
-        answer, stderr = start_engine({"cluster": cluster, "engine": engine})
+    for gpus in (None, 0):  # cluster=local unset; a scheduler preset's 0
+        answer, stderr = start_engine(engine, gpus)
         assert answer == {"gpus": 0}
         assert "cuInit" not in stderr and "Could not find cuda drivers" not in stderr
 

@@ -79,12 +79,12 @@ def test_the_trainer_step_applies_coupled_l2(workdir, tmp_path):
     import tensorflow as tf
 
     from models import datasets
-    from orchestrator.config.validate import validate
+    from orchestrator.config.cell import resolve
     from orchestrator.tracking.tracker import Tracker
     from orchestrator.cell.trainer import _Run
 
     wd, lr = 0.01, 0.05
-    cfg = validate(workdir.cfg("mult=native", "train.optimizer.momentum=0.0", f"train.optimizer.weight_decay={wd}"))
+    cfg = resolve(workdir.cfg("mult=native", "train.optimizer.momentum=0.0", f"train.optimizer.weight_decay={wd}"))
     run = _Run(cfg, "test", tmp_path / "cell", Tracker(workdir.uri, "amdnn", "test", tmp_path / "cell"))
     _, x, y = next(iter(datasets.batches(run.data, run.batch_size, 0, 0)))
     variables = run.model.trainable_variables
