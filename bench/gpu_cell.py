@@ -33,33 +33,32 @@ from orchestrator.cell import engines  # noqa: E402
 WARMUP = 10
 
 
-def cell_config(model: str, mode: str, data_dir: str, root: str) -> dict:
+def cell_config(model: str, mode: str, data_dir: str, root: str):
+    """The cell's CellConfig, resolved as a launch resolves it."""
     from hydra import compose, initialize_config_dir
 
-    from orchestrator.config.validate import validate
+    from orchestrator.config.cell import resolve
 
     conf = str(Path(__file__).resolve().parents[1] / "conf")
     with initialize_config_dir(config_dir=conf, version_base="1.3"):
         cfg = compose(config_name="config", overrides=[
             f"model={model}", f"mult={mode}", "dataset=fashion_mnist", f"data_dir={data_dir}", "engine=torch",
             f"checkpoint_root={root}", f"tracking_uri=sqlite:///{root}/mlflow.db", "tracking_mode=queue"])
-    return validate(cfg)
+    return resolve(cfg)
 
 
 def cell_ms(model: str, mode: str, data_dir: str, steps: int, repeats: int) -> float:
     """Median ms per step of the cell's own training loop."""
     from orchestrator.cell.progress import Progress
     from orchestrator.cell.trainer import State, _Run
-    from orchestrator.config.identity import cell_folder, cell_identity
     from orchestrator.tracking.tracker import Tracker
 
     with tempfile.TemporaryDirectory() as root:
         cfg = cell_config(model, mode, data_dir, root)
-        identity = cell_identity(cfg)
-        cell_dir = cell_folder(cfg, identity)
+        cell_dir = Path(cfg.cell_dir)
         cell_dir.mkdir(parents=True)
-        tracker = Tracker(cfg["tracking_uri"], "bench", identity, cell_dir, mode="queue")
-        run = _Run(cfg, identity, cell_dir, tracker)
+        tracker = Tracker(cfg.tracking.uri, "bench", cfg.identity, cell_dir, mode="queue")
+        run = _Run(cfg, cfg.identity, cell_dir, tracker)
         state = State()
         run.progress = Progress(cfg, run.epochs, run.spe, state)
         results = []
