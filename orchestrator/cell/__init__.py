@@ -12,3 +12,15 @@
     energy       NVML and RAPL energy per epoch and per run; missing counters say why
     run_facts    the run's filterable tags (device, ops build, host, job id) and its dataset input
 """
+
+_RUN_NAMES = ("run_cell", "request_checkpoint", "checkpoint_requested", "CellResult")
+
+
+def __getattr__(name):
+    """`from orchestrator.cell import run_cell` as before the package (orchestrator/cell.py offered these names);
+    resolved on first use, so importing a part of the package does not load run.py."""
+    if name in _RUN_NAMES:
+        from orchestrator.cell import run  # the package's own top part, for scripts written against the old module
+
+        return getattr(run, name)
+    raise AttributeError(f"module 'orchestrator.cell' has no attribute {name!r}")

@@ -38,3 +38,11 @@ def test_old_commands_run_the_new_ones(old, new):
         return out.stdout.split("\n", 1)[1]  # past the usage line's program name
 
     assert helped(old) == helped(new)
+
+
+def test_the_old_cell_module_names_still_import():
+    """Scripts written against orchestrator/cell.py (before the package) import run_cell from orchestrator.cell."""
+    from orchestrator.cell import CellResult, request_checkpoint, run_cell
+    from orchestrator.cell.run import CellResult as NewCellResult, run_cell as new_run_cell
+
+    assert run_cell is new_run_cell and CellResult is NewCellResult and callable(request_checkpoint)
