@@ -18,6 +18,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from models.engines import DEFAULT_ENGINE
 from ops.modes.multipliers import LUT_NAME
 
 from orchestrator.config.identity import DEFINING_KEYS, SEED_KEY, without_seed
@@ -27,6 +28,8 @@ from orchestrator.tracking.tracker import FINAL_KEY, TAG_CELL, TAG_DEFINING, fla
 
 TABLE_HASH = "mult.table_sha256"   # the setting key of a table's contents (identity.defining_config)
 HASH_SHOWN = 8                     # hex digits of a table's hash in a label: enough to tell a grid's tables apart
+# Defining keys an identity leaves out at their default (identity.defining_config): a label shows the default.
+DEFAULTS_LEFT_OUT = {"engine": DEFAULT_ENGINE}
 
 
 @dataclass
@@ -153,7 +156,8 @@ def _sort_key(text: str | None) -> tuple:
 
 def _label(base: str, setting: Mapping[str, str], keys: Sequence[str]) -> str:
     shown = [base + (f"#{setting[TABLE_HASH][:HASH_SHOWN]}" if TABLE_HASH in keys and TABLE_HASH in setting else "")]
-    return " ".join(shown + [f"{k}={_value(setting.get(k))}" for k in keys if k != TABLE_HASH])
+    values = {k: _value(setting.get(k, DEFAULTS_LEFT_OUT.get(k))) for k in keys if k != TABLE_HASH}
+    return " ".join(shown + [f"{k}={value}" for k, value in values.items()])
 
 
 def grid(rows: Sequence[Row], model_order: Sequence[str] = (), mult_order: Sequence[str] = ()) \

@@ -107,3 +107,14 @@ def test_runs_from_before_the_setting_tag_join_their_experiment_by_params(workdi
     assert lines(report.markdown(report.collect(workdir.uri, "amdnn"))) == [
         "| Final test accuracy (digits) | am16 train.epochs=1 | am16 train.epochs=15 |", "|---|---|---|",
         "| lenet300 | 0.5000 | 0.9200 ± 0.0200 (n=3) |"]
+
+
+def test_the_engines_are_separate_columns_and_the_default_one_is_named():
+    """A cell's engine is part of its identity only when it is not the default: a table holding both names both."""
+    setting = {"model.name": "resnet18", "mult.name": "am16", "dataset.name": "fashion_mnist", "train.epochs": "8"}
+    rows = [report.Row("a", "resnet18", "am16", "fashion_mnist", "0", "FINISHED", 0.93, "r1", dict(setting)),
+            report.Row("b", "resnet18", "am16", "fashion_mnist", "0", "FINISHED", 0.94, "r2",
+                       {**setting, "engine": "torch"})]
+    columns, body = report.grid(rows)
+    assert columns == ["am16 engine=tensorflow", "am16 engine=torch"]
+    assert [[run.test_accuracy for run in cell] for cell in body[0][1]] == [[0.93], [0.94]]
