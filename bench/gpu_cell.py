@@ -27,17 +27,23 @@ from pathlib import Path
 os.environ["KERAS_BACKEND"] = "torch"
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import torch  # noqa: E402
+from hydra import compose, initialize_config_dir  # noqa: E402
+from torch import nn  # noqa: E402
+
 from bench.gpu_step_paths import plain_resnet  # noqa: E402
+from models import datasets  # noqa: E402
 from orchestrator.cell import engines  # noqa: E402
+from orchestrator.cell.progress import Progress  # noqa: E402
+from orchestrator.cell.trainer import State, _Run  # noqa: E402
+from orchestrator.config.cell import resolve  # noqa: E402
+from orchestrator.tracking.tracker import Tracker  # noqa: E402
 
 WARMUP = 10
 
 
 def cell_config(model: str, mode: str, data_dir: str, root: str):
     """The cell's CellConfig, resolved as a launch resolves it."""
-    from hydra import compose, initialize_config_dir
-
-    from orchestrator.config.cell import resolve
 
     conf = str(Path(__file__).resolve().parents[1] / "conf")
     with initialize_config_dir(config_dir=conf, version_base="1.3"):
@@ -49,9 +55,6 @@ def cell_config(model: str, mode: str, data_dir: str, root: str):
 
 def cell_ms(model: str, mode: str, data_dir: str, steps: int, repeats: int) -> float:
     """Median ms per step of the cell's own training loop."""
-    from orchestrator.cell.progress import Progress
-    from orchestrator.cell.trainer import State, _Run
-    from orchestrator.tracking.tracker import Tracker
 
     with tempfile.TemporaryDirectory() as root:
         cfg = cell_config(model, mode, data_dir, root)
@@ -66,8 +69,6 @@ def cell_ms(model: str, mode: str, data_dir: str, steps: int, repeats: int) -> f
             marks: list[float] = []
 
             def stop() -> bool:
-                import torch
-
                 torch.cuda.synchronize()
                 marks.append(time.perf_counter())
                 return len(marks) >= WARMUP + steps
@@ -80,10 +81,6 @@ def cell_ms(model: str, mode: str, data_dir: str, steps: int, repeats: int) -> f
 
 def plain_ms(model: str, mode: str, data_dir: str, steps: int, repeats: int) -> float:
     """Median ms per step of a plain PyTorch loop of the same network and multiplier."""
-    import torch
-    from torch import nn
-
-    from models import datasets
 
     data = datasets.load("fashion_mnist", data_dir)
     x_all = torch.from_numpy(data.x_train).cuda().permute(0, 3, 1, 2).contiguous()
@@ -117,7 +114,6 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     engines.start("torch", 0)  # the cell's determinism settings; the plain loop turns them off for itself
-    import torch
 
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, batch 128, Fashion-MNIST, ms per step "
           f"(median of {args.repeats} x {args.steps} steps)", flush=True)

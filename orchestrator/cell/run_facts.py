@@ -84,13 +84,13 @@ def gpu_facts(simulated: bool, engine: str = "tensorflow") -> dict[str, str]:
     """On a GPU: the driver and its CUDA (NVML), the CUDA the framework was built with, and the CUDA release and
     architectures of the ops' GPU kernels; {} on a machine where the engine sees no GPU."""
     if engine == "torch":
-        import torch
+        import torch  # the torch engine's process has it loaded already
 
         if not torch.cuda.is_available():
             return {}
         facts = {**nvml_facts(), "amdnn.torch_cuda": str(torch.version.cuda)}
         if simulated:
-            from ops.build.torch_library import load
+            from ops.build.torch_library import load  # loaded already by the torch engine's layers
 
             info = load()
             facts["amdnn.ops_cuda"] = f"CUDA {info.cuda} for {info.cuda_arch}"

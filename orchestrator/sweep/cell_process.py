@@ -50,6 +50,7 @@ def _terminated(signum, frame) -> None:
 
 
 def _run(job: dict) -> Any:
+    # Hydra's internals only in the cell's own process, loaded once its environment (CUDA_VISIBLE_DEVICES) is set
     from hydra._internal.callbacks import Callbacks
     from hydra.core.singleton import Singleton
     from hydra.core.utils import run_job, setup_globals
@@ -71,9 +72,9 @@ def _run(job: dict) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import pickle
+    import pickle  # the job file: read here, in the cell's process, and nowhere else
 
-    from hydra.core.utils import JobStatus
+    from hydra.core.utils import JobStatus  # as _run: Hydra's internals only in the cell's process
 
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:

@@ -50,7 +50,7 @@ class LocalLauncher(BasicLauncher):
 
     def _launch_parallel(self, job_overrides: tp.Sequence[tp.Sequence[str]], initial_job_idx: int,
                          ids: tuple[str, ...], per_cell: int, source: str) -> tp.List[JobReturn]:
-        from hydra.core.singleton import Singleton
+        from hydra.core.singleton import Singleton  # Hydra's internals only when a sweep runs side by side
 
         assert self.config is not None and self.hydra_context is not None
         setup_globals()

@@ -41,10 +41,10 @@ def start(engine: str, seed: int) -> Engine:
     deterministic. TensorFlow and torch are imported here only: the supervising parent never loads either."""
     select(engine)
     if engine == "torch":
-        from orchestrator.cell.engines.torch_engine import TorchEngine
+        from orchestrator.cell.engines.torch_engine import TorchEngine  # torch only in a torch cell's process
 
         return TorchEngine(seed)
     assert engine in ENGINES
-    from orchestrator.cell.engines.tf_engine import TensorFlowEngine
+    from orchestrator.cell.engines.tf_engine import TensorFlowEngine  # TensorFlow only in its cells' processes
 
     return TensorFlowEngine(seed)
