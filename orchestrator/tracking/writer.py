@@ -26,8 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from filelock import FileLock
-
 from ops.atomic import write_bytes
 
 from orchestrator.common import paths
@@ -77,7 +75,10 @@ def create_sqlite_store(db: Path) -> None:
     at once collide, and a process killed half-way leaves a store no later process can open. So the first process
     builds the schema in a temporary file under a lock and renames it into place; the others wait for the marker.
     """
-    from mlflow.tracking import MlflowClient  # MLflow (seconds to import) only where a store is made or written
+    # filelock imports sqlite3, and a job of single-writer mode must not load what opens the store: both only here,
+    # where a store is made (MLflow takes seconds to import)
+    from filelock import FileLock
+    from mlflow.tracking import MlflowClient
 
     ready = db.with_name(db.name + ".ready")
     db.parent.mkdir(parents=True, exist_ok=True)

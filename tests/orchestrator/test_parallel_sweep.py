@@ -84,8 +84,10 @@ except KeyboardInterrupt:
 
 
 def test_ctrl_c_reaches_every_running_cell_once_and_starts_no_other(tmp_path):
+    # SIGINT as a terminal gives it: a test run started in the background (CI) would hand its children SIGINT ignored
     driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path)], cwd=REPO, env=env(),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 30
     while not ((tmp_path / "0.json.started").exists() and (tmp_path / "1.json.started").exists()):
         assert time.time() < deadline and driver.poll() is None, driver.communicate()[0]
