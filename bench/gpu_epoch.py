@@ -34,6 +34,8 @@ if os.environ.setdefault("KERAS_BACKEND", "torch") != "torch":
 
 import keras  # noqa: E402
 import torch  # noqa: E402
+from torch.autograd import DeviceType  # noqa: E402
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -116,8 +118,6 @@ def gpu_ms_per_step(run: Epoch, steps: int) -> float:
     runs the step as one compiled graph. A union, not a sum: kernels on side streams run beside others (the input
     gradient's stride phases, the filter gradient beside the input gradient), and their sum counted the shared time
     twice (am16's ResNet-18 step: 65.0 ms summed, 2026-11-26)."""
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA]) as profiler:
         for _ in range(steps):

@@ -27,6 +27,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from hydra import compose, initialize_config_dir
+
+from orchestrator.config.identity import base_tags, cell_identity
+from orchestrator.config.validate import validate
+from orchestrator.tracking.queue import register
+from orchestrator.tracking.tracker import flatten
+
 REPO = Path(__file__).resolve().parents[1]
 EPOCH_METRICS = ("loss", "accuracy", "test_loss", "test_accuracy", "lr", "epoch_time_s", "images_per_s")
 TARGETS_S = {"epochs import": 10.0, "status": 5.0, "report": 5.0}   # the issue's targets (docs/tracking.md)
@@ -34,12 +41,6 @@ TARGETS_S = {"epochs import": 10.0, "status": 5.0, "report": 5.0}   # the issue'
 
 def _cell_params(index: int) -> tuple[dict, dict]:
     """A real cell's params and tags (LeNet-300-100 under am16, seed `index`), composed from conf/."""
-    from hydra import compose, initialize_config_dir
-
-    from orchestrator.config.identity import base_tags, cell_identity
-    from orchestrator.config.validate import validate
-    from orchestrator.tracking.tracker import flatten
-
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         c = validate(compose(config_name="config", overrides=[f"seed={index}"]))
     c.pop("hydra", None)
@@ -54,8 +55,6 @@ def _epoch_lines(first: int, count: int, time_ms: int) -> list[str]:
 
 def write_grid(root: Path, cells: int, epochs: int) -> tuple[str, list[Path]]:
     """The store's register, every cell's queue and done.json, and the grid record (state/) of `cells` cells."""
-    from orchestrator.tracking.queue import register
-
     uri = f"sqlite:///{root / 'mlflow.db'}"
     params, tags = _cell_params(0)
     now = int(time.time() * 1000)

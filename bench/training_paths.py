@@ -18,12 +18,11 @@ import time
 import numpy as np
 
 import ops
+from models import build_model, datasets
+from models.datasets.dataset import Dataset
 
 
 def dataset(name: str, data_dir: str | None):
-    from models import datasets
-    from models.datasets.dataset import Dataset
-
     if name != "cifar-shaped":
         return datasets.load(name, data_dir)
     rng = np.random.default_rng(0)
@@ -42,10 +41,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     args = parser.parse_args()
 
-    import keras
+    import keras  # after the arguments: --help and a bad option answer without loading TensorFlow
     import tensorflow as tf
-
-    from models import build_model, datasets
 
     data = dataset(args.dataset, args.data_dir)
     model = build_model(args.model, args.mult, data.input_shape, data.num_classes, seed=0)

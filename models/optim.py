@@ -38,14 +38,14 @@ def with_l2(grads: list, variables: list, l2: float) -> list:
 
 
 def _sgd(opt: Mapping[str, Any]):
-    import keras
+    import keras  # Keras only where an optimizer is made: validating a config reads OPTIMIZERS without it
 
     return keras.optimizers.SGD(learning_rate=float(opt["lr"]), momentum=float(opt.get("momentum", 0.0)),
                                 nesterov=bool(opt.get("nesterov", False)), weight_decay=_decoupled_weight_decay(opt))
 
 
 def _adam(opt: Mapping[str, Any]):
-    import keras
+    import keras  # as in _sgd
 
     return keras.optimizers.Adam(learning_rate=float(opt["lr"]), weight_decay=_decoupled_weight_decay(opt))
 

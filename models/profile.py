@@ -51,7 +51,7 @@ def am_layers(model):
 
 def native_twin(layer, input_shape):
     """Keras' own Conv2D or Dense with the AM layer's configuration and weights."""
-    import keras
+    import keras  # here, not at the top: `--help` loads no Keras or TensorFlow
 
     from models.layers import AMConv2D  # here, not at the top: `--help` loads no Keras or TensorFlow
 
@@ -70,7 +70,7 @@ def _seconds(function, x) -> float:
 
 def _torch_passes(layer, dy):
     """(forward, forward+backward) of `layer` on Keras' torch backend, each returning a scalar tensor."""
-    import torch
+    import torch  # only on Keras' torch backend: a TensorFlow-only install has no torch
 
     def forward(x):
         with torch.no_grad():
@@ -86,11 +86,11 @@ def _torch_passes(layer, dy):
 
 def _passes(layer, dy):
     """(forward, forward+backward) of `layer` as functions of its input, each returning a scalar."""
-    import keras
+    import keras  # as in native_twin
 
     if keras.backend.backend() == "torch":
         return _torch_passes(layer, dy)
-    import tensorflow as tf
+    import tensorflow as tf  # only on Keras' TensorFlow backend: a torch-only install has none
 
     @tf.function(jit_compile=False)  # the AM ops have no XLA kernels
     def forward(x):
@@ -136,7 +136,7 @@ def _multiplies(layer, output_shape) -> int:
 
 def profile_model(model, batch_size: int, repeats: int = REPEATS) -> list[dict]:
     """One dict per AM layer of `model` (COLUMNS) plus a "total" line; empty for a model without AM layers."""
-    import keras
+    import keras  # as in native_twin
 
     layers = am_layers(model)
     if not layers:

@@ -25,6 +25,7 @@ The rooms, bottom up (each imports only those below it; tests/test_layering.py c
     tf_binding/, torch_binding/   loading them into a framework, the public ops, gradients/autograd
     describe, torch_build     the commands `python -m ops.describe` (an entry point of ops.modes.describe) and
                               `python -m ops.torch_build` (the older name of `python -m ops.build --torch`)
+    torch_ops                 `import ops.torch_ops`: the older module name of torch_binding/ops
     keras_ops, selftest_frameworks   the ops on Keras' backend; the self-test's two frameworks
     selftest                  `python -m ops.selftest`: the GPU self-test over both bindings
 

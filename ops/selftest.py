@@ -49,7 +49,7 @@ SPEED_MODES = ("acc32", "am16", "am32")
 
 def default_framework() -> str:
     if importlib.util.find_spec("tensorflow") is not None:
-        import tensorflow as tf
+        import tensorflow as tf  # only when installed (find_spec above): a torch-only node has none
 
         if tf.config.list_physical_devices("GPU"):
             return "tensorflow"

@@ -27,7 +27,7 @@ def cuda_median_ms(fn, repeats: int, warmup: int = 3, calls: int = 1) -> float:
     while the GPU still runs that call, and the host's work for the first timed call is done by then (without it a
     span also counted the GPU's wait for that work, ~0.2-0.3 ms for a conv of the torch binding on the H100's host).
     `calls` back-to-back calls per span average the events' resolution."""
-    import torch
+    import torch  # the framework under test only: a node may have one of the two
 
     for _ in range(warmup):
         fn()
@@ -49,7 +49,7 @@ class TorchFramework:
     name = "torch"
 
     def __init__(self):
-        import torch
+        import torch  # only when this framework is tested: a node may have TensorFlow alone
 
         if not torch.cuda.is_available():
             raise RuntimeError("torch sees no CUDA GPU (torch.cuda.is_available() is False)")
@@ -103,7 +103,7 @@ class TensorFlowFramework:
     name = "tensorflow"
 
     def __init__(self):
-        import tensorflow as tf
+        import tensorflow as tf  # only when this framework is tested: a node may have torch alone
 
         from ops.tf_binding import api  # TensorFlow runs only: a torch self-test loads no TensorFlow
 

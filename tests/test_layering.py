@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS: dict[str, list[list[str]]] = {
     "": [["ops"], ["models"], ["orchestrator"], ["launch"]],
     # ops: (its parts, bottom up)
-    "ops": [["atomic"], ["modes"], ["build"], ["tf_binding", "torch_binding", "describe", "torch_build"],
+    "ops": [["atomic"], ["modes"], ["build"],
+            ["tf_binding", "torch_binding", "describe", "torch_build", "torch_ops"],
             ["keras_ops", "selftest_frameworks"], ["selftest"]],
     "ops.modes": [["table_files", "operands"], ["multipliers"], ["reference", "arguments"],
                   ["table_make", "error_stats"], ["describe"]],

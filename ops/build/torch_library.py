@@ -59,7 +59,7 @@ def _torch():
 def cuda_wanted() -> bool:
     """Whether to build the CUDA kernels: torch has CUDA, a GPU is visible or AMDNN_TORCH_CUDA=1, and nvcc exists."""
     torch = _torch()
-    from torch.utils import cpp_extension
+    from torch.utils import cpp_extension  # torch only when the binding is built: the TF build loads none
 
     forced = os.environ.get("AMDNN_TORCH_CUDA")
     if forced is not None:
@@ -91,7 +91,7 @@ def load() -> TorchBuildInfo:
         if _loaded is not None:
             return _loaded
         torch = _torch()
-        from torch.utils import cpp_extension
+        from torch.utils import cpp_extension  # as in cuda_wanted
 
         with_cuda = cuda_wanted()
         arch = cuda_arch_list() if with_cuda else None

@@ -56,7 +56,7 @@ def text(summary: dict) -> str:
 
 def figure(multiplier: str, data: dict):
     """The error map (imshow of data["relative_error"], in %) or the histogram (data["counts"], data["edges"])."""
-    import matplotlib
+    import matplotlib  # only where a figure is drawn: the statistics and `import ops` need none
 
     matplotlib.use("Agg")  # files only: no display on a compute node
     import matplotlib.pyplot as plt
@@ -102,7 +102,7 @@ def write(multiplier: str, out_dir: str | Path) -> dict:
     paths["summary"].write_text(json.dumps(summary, indent=1) + "\n")
     fig = figure(multiplier, data)
     fig.savefig(paths["figure"], dpi=120)
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # loaded by figure(), after its backend was chosen
 
     plt.close(fig)
     return {**summary, "files": {key: str(path) for key, path in paths.items()}}

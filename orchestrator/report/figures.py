@@ -20,9 +20,9 @@ DPI = 120
 
 
 def pyplot():
-    import matplotlib
+    import matplotlib  # only where a figure is drawn: the report's tables and the cell's import need none
 
-    matplotlib.use("Agg")
+    matplotlib.use("Agg")  # files only, no display: chosen before pyplot is imported
     import matplotlib.pyplot as plt
 
     return plt
@@ -87,7 +87,7 @@ def heatmap(dataset: str, columns: Sequence[str], rows: Sequence[str], means: np
 
 
 def _epoch_axis(ax) -> None:
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import MaxNLocator  # matplotlib only where a figure is drawn (pyplot)
 
     ax.set_xlabel("epoch")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))

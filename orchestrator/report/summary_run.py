@@ -44,7 +44,7 @@ def _experiment_id(client, experiment: str, uri: str) -> str:
 
 def publish(uri: str, experiment: str, report_dir: str | Path, rows: Sequence[Row]) -> str:
     """Log every file of report_dir under report/ of the experiment's summary run (made on first use); its id."""
-    from mlflow.tracking import MlflowClient
+    from mlflow.tracking import MlflowClient  # MLflow (seconds to import) only when the report is published
 
     client = MlflowClient(uri)
     experiment_id = _experiment_id(client, experiment, uri)

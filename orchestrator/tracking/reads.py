@@ -146,7 +146,7 @@ def read_histories(uri: str, run_ids: Sequence[str], keys: Sequence[str]) -> dic
 # -- MLflow's API (any store) ---------------------------------------------------------------------------------------
 def api_cell_runs(uri: str, experiment: str) -> list[CellRun]:
     """cell_runs through MLflow's search_runs."""
-    from mlflow.tracking import MlflowClient
+    from mlflow.tracking import MlflowClient  # MLflow (seconds to import) only off SQLite: those reads need none
 
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name(experiment)
@@ -159,7 +159,7 @@ def api_cell_runs(uri: str, experiment: str) -> list[CellRun]:
 
 def api_histories(uri: str, run_ids: Sequence[str], keys: Sequence[str]) -> dict[str, History]:
     """read_histories through MLflow's API: one get_metric_history call per run and key."""
-    from mlflow.tracking import MlflowClient
+    from mlflow.tracking import MlflowClient  # as in api_cell_runs
 
     client = MlflowClient(uri)
     out: dict[str, History] = {}

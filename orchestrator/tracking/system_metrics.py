@@ -22,13 +22,14 @@ SAMPLE_S = 10.0          # MLflow's default sampling interval; each sample is lo
 
 def monitors() -> tuple[list, str]:
     """MLflow's monitors that work here, and a line saying which (GPU: why not, when NVML is not there)."""
+    # MLflow only in the process that samples: importing the cell's modules (status, report) loads none
     from mlflow.system_metrics.metrics.cpu_monitor import CPUMonitor
     from mlflow.system_metrics.metrics.disk_monitor import DiskMonitor
     from mlflow.system_metrics.metrics.network_monitor import NetworkMonitor
 
     found = [CPUMonitor(), DiskMonitor(), NetworkMonitor()]
     try:
-        from mlflow.system_metrics.metrics.gpu_monitor import GPUMonitor
+        from mlflow.system_metrics.metrics.gpu_monitor import GPUMonitor  # in the try: it fails without NVML
 
         found.append(GPUMonitor())
         gpu = "gpu"

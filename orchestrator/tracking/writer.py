@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from filelock import FileLock
+
 from ops.atomic import write_bytes
 
 from orchestrator.common import paths
@@ -75,8 +77,7 @@ def create_sqlite_store(db: Path) -> None:
     at once collide, and a process killed half-way leaves a store no later process can open. So the first process
     builds the schema in a temporary file under a lock and renames it into place; the others wait for the marker.
     """
-    from filelock import FileLock
-    from mlflow.tracking import MlflowClient
+    from mlflow.tracking import MlflowClient  # MLflow (seconds to import) only where a store is made or written
 
     ready = db.with_name(db.name + ".ready")
     db.parent.mkdir(parents=True, exist_ok=True)
@@ -131,7 +132,7 @@ class StoreWriter:
     # -- connections --------------------------------------------------------------------------------------------
     def client(self):
         if self._client is None:
-            from mlflow.tracking import MlflowClient
+            from mlflow.tracking import MlflowClient  # as in create_sqlite_store
 
             if self.db is not None and not self.db.with_name(self.db.name + ".ready").exists():
                 create_sqlite_store(self.db)
@@ -267,7 +268,7 @@ class StoreWriter:
         if step in steps:
             return
         if self._bulk_sql() is None:
-            from mlflow.entities import Metric
+            from mlflow.entities import Metric  # only off the bulk SQL path, which needs no MLflow
 
             # One log_batch: all of the record's metrics in one transaction of MLflow's store.
             self.client().log_batch(run_id, metrics=[Metric(k, v, time_ms, step) for k, v in record["metrics"].items()])
@@ -309,7 +310,7 @@ class StoreWriter:
             self._rows, self._latest = [], {}
 
     def _api(self, run_id: str, record: Mapping[str, Any]) -> None:
-        from mlflow.entities import Dataset, DatasetInput, InputTag, Param, RunTag
+        from mlflow.entities import Dataset, DatasetInput, InputTag, Param, RunTag  # as in create_sqlite_store
 
         client, op = self.client(), record["op"]
         if op == "start":

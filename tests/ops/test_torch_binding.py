@@ -22,6 +22,13 @@ from ops.modes.operands import random_operands, same_bits, special_operands  # n
 from tests.ops.kernels import kernel_modes  # noqa: E402
 
 
+def test_old_module_name():
+    """`import ops.torch_ops`, the binding's older module name, is the binding's ops module."""
+    import ops.torch_ops as old_name  # the import statement is what is tested
+
+    assert old_name is torch_ops
+    assert old_name.conv2d is torch_ops.conv2d
+
 def assert_products(out, left, right, mode, what):
     expected = reference.product(left[:, None], right[None, :], mode)
     same = same_bits(np.asarray(out).reshape(expected.shape), expected)
