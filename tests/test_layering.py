@@ -35,8 +35,8 @@ LAYERS: dict[str, list[list[str]]] = {
     "ops.torch_binding": [["ops"]],
 
     # models: (its parts, bottom up)
-    "models": [["datasets", "resnet_depths"], ["layers"], ["layer_maker", "convert", "optim"], ["lenet", "resnet"],
-               ["registry"], ["download", "profile"]],
+    "models": [["datasets", "resnet_depths", "engines"], ["layers"], ["layer_maker", "convert", "optim"],
+               ["lenet", "resnet"], ["registry"], ["download", "profile"]],
 
     # orchestrator: (its parts, bottom up)
     "orchestrator": [["environment", "common"], ["tracking", "schedulers"], ["config"], ["report"], ["cell"],
