@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from filelock import FileLock
 
 from ops.atomic import write_bytes
 
