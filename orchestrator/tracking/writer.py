@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-
 from ops.atomic import write_bytes
 
 from orchestrator.common import paths
