@@ -23,10 +23,8 @@ SOURCE_DIR = Path(__file__).resolve().parents[1] / "cc"
 # The framework-free CPU core, compiled into every library.
 CORE_SOURCES = ("conv_cpu.cc", "gemm_cpu.cc", "multiplier_setup.cc")
 # The framework-free CUDA core, compiled by nvcc into every GPU library.
-# The build compiles every source at once, so on 2 cores its wall time is about half the CPU time only if no one
-# source takes much more than the others: the input gradient is two (its strided phases apart).
-CUDA_SOURCES = ("gemm_cuda.cu", "gemm_cuda_conv.cu", "gemm_cuda_input_grad.cu", "gemm_cuda_input_grad_phases.cu",
-                "gemm_cuda_filter_grad.cu", "gemm_cuda_matmul.cu", "gemm_cuda_streams.cu", "gemm_cuda_layouts.cu")
+CUDA_SOURCES = ("gemm_cuda.cu", "gemm_cuda_conv.cu", "gemm_cuda_input_grad.cu", "gemm_cuda_filter_grad.cu",
+                "gemm_cuda_matmul.cu", "gemm_cuda_streams.cu", "gemm_cuda_layouts.cu")
 
 # Bit-exactness needs IEEE arithmetic as written: no contraction of a*b+c into an FMA, no fast math.
 BIT_EXACT_FLAGS = ("-ffp-contract=off", "-fno-fast-math")

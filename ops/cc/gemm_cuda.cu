@@ -7,7 +7,6 @@ namespace gpu {
 
 PathCounts path_counts_conv();
 PathCounts path_counts_input_grad();
-PathCounts path_counts_input_grad_phases();
 PathCounts path_counts_filter_grad();
 PathCounts path_counts_matmul();
 
@@ -27,8 +26,8 @@ size_t conv2d_backprop_filter_workspace_bytes(const ConvGeometry& g) {
 
 PathCounts path_counts() {
   PathCounts total;
-  for (const PathCounts& c : {path_counts_conv(), path_counts_input_grad(), path_counts_input_grad_phases(),
-                              path_counts_filter_grad(), path_counts_matmul()}) {
+  for (const PathCounts& c : {path_counts_conv(), path_counts_input_grad(), path_counts_filter_grad(),
+                              path_counts_matmul()}) {
     total.fast += c.fast;
     total.generic += c.generic;
   }
