@@ -47,18 +47,22 @@ def read_config(cell_dir: Path) -> CellConfig:
     return CellConfig.from_json((Path(cell_dir) / cellfiles.RUN_CONFIG).read_text())
 
 
-def run(cell_dir: Path, should_stop, tracker=None) -> int:
+def _tracker(cfg: CellConfig, cell_dir: Path) -> Tracker:
+    return Tracker(cfg.tracking.uri, cfg.tracking.experiment, cfg.identity, cell_dir, run_name=cfg.name,
+                   mode=cfg.tracking.mode)
+
+
+def run(cell_dir: Path, should_stop, tracker=None, cfg: CellConfig | None = None) -> int:
     """Train the cell in CELL_DIR in this process; return the exit status (EXIT_*). Never raises for a failure of
-    the cell itself. `tracker`: the caller's, when it runs the cell in its own process."""
+    the cell itself. `tracker`: the caller's, when it runs the cell in its own process; `cfg`: its config, when the
+    caller has read it already."""
     cell_dir = Path(cell_dir)
-    cfg = read_config(cell_dir)
-    cell = cellfiles.read_json(cell_dir / cellfiles.CELL)
-    tracker = tracker or Tracker(cfg.tracking.uri, cfg.tracking.experiment, cell["identity"], cell_dir,
-                                 run_name=cell["name"], mode=cfg.tracking.mode)
+    cfg = cfg or read_config(cell_dir)
+    tracker = tracker or _tracker(cfg, cell_dir)
     # Any other exception, a ValueError included, is a crash: main() exits 1 and run_cell retries the cell from its
     # last good checkpoint (bounded by retries.crashes). Only a config error is refused for good.
     try:
-        outcome = trainer.train(cfg, cell["identity"], cell_dir, tracker, should_stop)
+        outcome = trainer.train(cfg, cfg.identity, cell_dir, tracker, should_stop)
     except trainer.NanRollbacksExhausted as e:
         return _failed(tracker, cell_dir, e, EXIT_NAN)
     except (CheckpointMismatch, DatasetError, ConfigError) as e:  # retrying cannot fix these: say so and stop
@@ -70,7 +74,7 @@ def run(cell_dir: Path, should_stop, tracker=None) -> int:
         return EXIT_PREEMPTED  # run_cell sends what is queued
     tracker.end("FINISHED")
     cellfiles.write_json(cell_dir / cellfiles.DONE, {
-        "identity": cell["identity"], "name": cell["name"], "test_accuracy": outcome.test_accuracy,
+        "identity": cfg.identity, "name": cfg.name, "test_accuracy": outcome.test_accuracy,
         "global_step": outcome.state.global_step, "epochs": len(outcome.state.history),
         "history": outcome.state.history})
     cellfiles.event(cell_dir, "finished", test_accuracy=outcome.test_accuracy)
@@ -86,12 +90,9 @@ def _failed(tracker, cell_dir, error: BaseException, code: int) -> int:
     return code  # run_cell sends what is queued
 
 
-def _refused(cell_dir: Path, error: BaseException) -> int:
+def _refused(cfg: CellConfig, cell_dir: Path, error: BaseException) -> int:
     """Refuse the cell in CELL_DIR before it trains: its run is marked FAILED with the reason."""
-    cfg = read_config(cell_dir)
-    cell = cellfiles.read_json(cell_dir / cellfiles.CELL)
-    tracker = Tracker(cfg.tracking.uri, cfg.tracking.experiment, cell["identity"], cell_dir, run_name=cell["name"],
-                      mode=cfg.tracking.mode)
+    tracker = _tracker(cfg, cell_dir)
     try:
         return _failed(tracker, cell_dir, error, EXIT_REFUSED)
     finally:
@@ -115,8 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         try:  # selects Keras' backend first, before anything imports Keras
             devices.start_engine(cell.engine, cell.gpus)
         except devices.GpusMissing as e:  # never a CPU run in place of the GPUs asked for; a retry here cannot help
-            return _refused(Path(argv[0]), e)
-        return run(Path(argv[0]), stop)
+            return _refused(cell, Path(argv[0]), e)
+        return run(Path(argv[0]), stop, cfg=cell)
     except Exception:  # an unexpected error is a crash: the parent retries from the last checkpoint (bounded)
         traceback.print_exc()
         return 1
