@@ -160,8 +160,11 @@ def plain_resnet(model_name: str, mult: str, in_channels: int = 3, classes: int 
     return nn.Sequential(*layers)
 
 
-def torch_plain_step(model_name: str, mult: str, images, labels):
-    model = plain_resnet(model_name, mult).cuda().to(memory_format=torch.channels_last)
+def torch_plain_step(model_name: str, mult: str, images, labels, classes: int = CLASSES):
+    """One step of the plain PyTorch loop per call: images [N, H, W, C] and labels [N] on the GPU, batch 128 in a
+    seeded order, channels-last memory, no host reads (bench/gpu_cell.py's yardstick too)."""
+    model = plain_resnet(model_name, mult, in_channels=images.shape[-1], classes=classes).cuda().to(
+        memory_format=torch.channels_last)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4, foreach=True)
     loss_fn = nn.CrossEntropyLoss()
     generator = torch.Generator(device=images.device).manual_seed(1)

@@ -11,6 +11,7 @@ and predictions (s, b and i count from 1).
 
 import keras
 
+from models.batchnorm import BatchNormalization
 from models.resnet_depths import DEPTHS
 STAGE_FILTERS = (64, 128, 256, 512)
 BOTTLENECK_EXPANSION = 4
@@ -20,7 +21,7 @@ BN_EPSILON = 1e-5
 
 
 def _bn(name):
-    return keras.layers.BatchNormalization(momentum=BN_MOMENTUM, epsilon=BN_EPSILON, name=name)
+    return BatchNormalization(momentum=BN_MOMENTUM, epsilon=BN_EPSILON, name=name)
 
 
 def _conv_bn(maker, x, prefix, index, filters, kernel_size, strides=1, relu=True):

@@ -35,7 +35,7 @@ LAYERS: dict[str, list[list[str]]] = {
     "ops.torch_binding": [["ops"]],
 
     # models: (its parts, bottom up)
-    "models": [["datasets", "resnet_depths", "engines"], ["layers"], ["layer_maker", "convert", "optim"],
+    "models": [["datasets", "resnet_depths", "engines", "batchnorm"], ["layers"], ["layer_maker", "convert", "optim"],
                ["lenet", "resnet"], ["registry"], ["download", "profile"]],
 
     # orchestrator: (its parts, bottom up)

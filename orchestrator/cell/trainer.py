@@ -202,26 +202,47 @@ class _Run:
 
     # -- training -----------------------------------------------------------------------------------------------
     def train_epoch(self, state: State, should_stop: Callable[[], bool]) -> bool:
-        """Train the rest of state.epoch, updating `state`; True if stopped on request (checkpoint written)."""
+        """Train the rest of state.epoch, updating `state`; True if stopped on request (checkpoint written).
+
+        A step's numbers are read after the next step has been launched (the engine's PendingStep), so the host
+        prepares a batch while the GPU trains on the one before. Every read that decides something comes before
+        it: a checkpoint, a stop and the epoch's end read the step in flight first, and a non-finite step found one
+        step late rolls back to a checkpoint written before it, as it would have found at once."""
+        in_flight = None  # (global step, pending numbers, batch size) of the step launched last
+
+        def settle() -> None:
+            nonlocal in_flight
+            if in_flight is None:
+                return
+            g, pending, images = in_flight
+            in_flight = None
+            loss, grad_norm, correct = pending.result()
+            if not (math.isfinite(loss) and math.isfinite(grad_norm)):
+                raise _NonFinite(g, loss, grad_norm)
+            state.loss_sum += loss
+            state.correct += correct
+            state.seen += images
+            state.trained_steps += 1
+
         for step, x, y in self.datasets.batches(self.data, self.batch_size, self.seed, state.epoch,
                                                 start_step=state.step_in_epoch,
                                                 augment=self.cfg.dataset.augment):
             g = state.global_step
+            launched = None
             if g not in self.skips["steps"]:
-                loss, grad_norm, correct = self.steps.train_step(x, y, self.learning_rate(g))
-                if not (math.isfinite(loss) and math.isfinite(grad_norm)):
-                    raise _NonFinite(g, loss, grad_norm)
-                state.loss_sum += loss
-                state.correct += correct
-                state.seen += len(y)
-                state.trained_steps += 1
+                launched = (g, self.steps.train_step(x, y, self.learning_rate(g)), len(y))
+            settle()  # the step before this one, while this one runs
+            in_flight = launched
             state.step_in_epoch, state.global_step = step + 1, g + 1
             self.progress.step(len(y))
             if self.every and state.global_step % self.every == 0 and state.step_in_epoch < self.spe:
+                settle()
                 self.save(state)  # (the epoch's last step is saved by end_epoch, after the metrics)
             if should_stop():
+                settle()
                 self.save(state)
                 return True
+        settle()
         return False
 
     def rollback(self, bad: _NonFinite) -> State:

@@ -51,10 +51,20 @@ class TensorFlowSteps:
 
         self._train_step, self._predict = train_step, predict
 
-    def train_step(self, x: np.ndarray, y: np.ndarray, lr: float) -> tuple[float, float, int]:
+    def train_step(self, x: np.ndarray, y: np.ndarray, lr: float) -> "TensorFlowPendingStep":
         self.optimizer.learning_rate = lr
-        loss, grad_norm, correct = self._train_step(tf.constant(x), tf.constant(y))
-        return float(loss), float(grad_norm), int(correct)
+        return TensorFlowPendingStep(*self._train_step(tf.constant(x), tf.constant(y)))
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         return self._predict(tf.constant(x)).numpy()
+
+
+class TensorFlowPendingStep:
+    """A step's (loss, gradient norm, hits) as TensorFlow gives them; result() reads them (waiting on a GPU)."""
+
+    def __init__(self, loss, grad_norm, correct):
+        self.tensors = (loss, grad_norm, correct)
+
+    def result(self) -> tuple[float, float, int]:
+        loss, grad_norm, correct = self.tensors
+        return float(loss), float(grad_norm), int(correct)

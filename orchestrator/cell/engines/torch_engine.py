@@ -7,6 +7,11 @@ ResNet-18 step for 16 ms of GPU work (bench/gpu_step_paths.py, docs/performance.
 Warming up and capturing run the step: every model and optimizer variable is put back afterwards, so capturing
 changes no bits of the run.
 
+The host never waits for a step it has just launched: train_step returns a PendingStep whose numbers (loss, gradient
+norm, hits) are copied into pinned host memory behind the step and read when the trainer asks, after it has launched
+the next step (orchestrator.cell.trainer). Reading every step at once cost a wait per step in which the GPU idled
+while the host prepared the next batch (docs/performance.md, "A cell's steps on a GPU").
+
 Determinism: torch.use_deterministic_algorithms (cuDNN's deterministic algorithms, no autotuning, no TF32;
 cuBLAS with a fixed workspace, set by models.engines.select), Keras' seeds from the cell's seed; a replay gives the bits of the eager step.
 """
@@ -22,6 +27,20 @@ from ops import torch_ops
 from orchestrator.cell.engines.torch_update import for_optimizer
 
 WARMUP = 3  # eager steps on a side stream before capture, as torch.cuda.graphs asks
+IN_FLIGHT = 4  # pinned result slots: the trainer reads a step's numbers before it launches the second step after it
+
+
+class PendingStep:
+    """A launched step's (loss, gradient norm, hits): result() waits for the step and gives Python numbers."""
+
+    def __init__(self, numbers: torch.Tensor, done: torch.cuda.Event | None = None):
+        self.numbers, self.done = numbers, done  # [3] float32: loss, grad_norm, correct (exact below 2**24)
+
+    def result(self) -> tuple[float, float, int]:
+        if self.done is not None:
+            self.done.synchronize()
+        loss, grad_norm, correct = self.numbers.tolist()
+        return loss, grad_norm, int(correct)
 
 
 class TorchEngine:
@@ -64,7 +83,11 @@ class TorchSteps:
         # every step (a wait, and a copy a captured graph cannot hold).
         self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=False, reduction="sum")
         self.graph: torch.cuda.CUDAGraph | None = None
-        self.static: tuple | None = None  # (x, y) input buffers and (loss, grad_norm, correct) outputs of the graph
+        self.static: tuple | None = None  # (x, y) input buffers and the [3] numbers the graph writes
+        if device.type == "cuda":
+            self.slots = [torch.zeros(3, dtype=torch.float32, pin_memory=True) for _ in range(IN_FLIGHT)]
+            self.events = [torch.cuda.Event() for _ in range(IN_FLIGHT)]
+            self.launched = 0
 
     def _step(self, x: torch.Tensor, y: torch.Tensor):
         self.model.zero_grad(set_to_none=True)
@@ -78,7 +101,7 @@ class TorchSteps:
             grad_norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
             self.update(grads, self.lr)
             correct = (torch.argmax(probs, dim=-1) == y).sum()
-        return loss.detach(), grad_norm, correct
+            return torch.stack([loss.detach(), grad_norm, correct.to(torch.float32)])  # one copy to the host
 
     def _capture(self, x: torch.Tensor, y: torch.Tensor) -> None:
         saved = [t.detach().clone() for t in self.state]
@@ -97,20 +120,28 @@ class TorchSteps:
                 t.copy_(s)
         self.graph, self.static = graph, (static_x, static_y, outputs)
 
-    def train_step(self, x: np.ndarray, y: np.ndarray, lr: float) -> tuple[float, float, int]:
+    def train_step(self, x: np.ndarray, y: np.ndarray, lr: float) -> PendingStep:
+        """Launch one step; the host does not wait for it (PendingStep.result() does)."""
         xs = torch.from_numpy(np.ascontiguousarray(x)).to(self.device, non_blocking=True)
         ys = torch.from_numpy(np.ascontiguousarray(y)).to(self.device, non_blocking=True)
         self.lr.fill_(lr)
-        if self.device.type != "cuda" or len(x) != self.batch_size:
-            loss, grad_norm, correct = self._step(xs, ys)
+        if self.device.type != "cuda":
+            return PendingStep(self._step(xs, ys))
+        if len(x) != self.batch_size:
+            numbers = self._step(xs, ys)
         else:
             if self.graph is None:
                 self._capture(xs, ys)
-            static_x, static_y, (loss, grad_norm, correct) = self.static
+            static_x, static_y, numbers = self.static
             static_x.copy_(xs)
             static_y.copy_(ys)
             self.graph.replay()
-        return float(loss), float(grad_norm), int(correct)
+        slot = self.launched % IN_FLIGHT
+        self.launched += 1
+        self.events[slot].synchronize()  # that slot's last reader is long done: the trainer reads one step behind
+        self.slots[slot].copy_(numbers, non_blocking=True)
+        self.events[slot].record()
+        return PendingStep(self.slots[slot], self.events[slot])
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         with torch.no_grad():
