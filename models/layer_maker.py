@@ -20,9 +20,10 @@ def layer_seed(seed, name):
 
 
 def _seeded(initializer, seed, name):
-    config = keras.initializers.serialize(keras.initializers.get(initializer))
-    config["config"] = {**config.get("config", {}), "seed": layer_seed(seed, name)}
-    return keras.initializers.deserialize(config)
+    # Through the initializer's own config, not keras.initializers.serialize: Keras' serializer asks whether
+    # TensorFlow is available, which imports it (seconds, into a torch cell's process that never runs it).
+    initializer = keras.initializers.get(initializer)
+    return type(initializer).from_config({**initializer.get_config(), "seed": layer_seed(seed, name)})
 
 
 @dataclasses.dataclass(frozen=True)

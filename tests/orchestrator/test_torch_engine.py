@@ -108,3 +108,32 @@ def test_torch_updates_follow_keras_optimizers():
     proc = subprocess.run([PYTHON, "-c", UPDATES], cwd=REPO, env=env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout + proc.stderr[-3000:]
     print(proc.stdout)
+
+
+LOADS_NO_TENSORFLOW = """
+import os, sys
+os.environ["KERAS_BACKEND"] = "torch"
+from pathlib import Path
+from tests.orchestrator.helpers import compose
+from orchestrator.config.cell import resolve
+from orchestrator.cell.trainer import train
+from orchestrator.tracking.tracker import Tracker
+root = Path(sys.argv[1])
+cfg = resolve(compose("engine=torch", "model=lenet5", "mult=am16", "train.epochs=1", "train.batch_size=32",
+                      f"checkpoint_root={root}/ck", f"tracking_uri=sqlite:///{root}/mlflow.db", "tracking_mode=queue"))
+cell_dir = Path(cfg.cell_dir)
+cell_dir.mkdir(parents=True)
+outcome = train(cfg, cfg.identity, cell_dir, Tracker(cfg.tracking.uri, "test", cfg.identity, cell_dir, mode="queue"))
+print("RESULT", outcome.status, outcome.test_accuracy, "tensorflow" in sys.modules)
+"""
+
+
+def test_a_torch_cell_never_loads_tensorflow(tmp_path):
+    """TensorFlow is installed here, and a torch cell's process must not import it: seconds and hundreds of MB per
+    cell, and its CUDA probing on a GPU node (Keras' seeding and serialisation import it when they can)."""
+    result = subprocess.run([PYTHON, "-c", LOADS_NO_TENSORFLOW, str(tmp_path)], env=env(), cwd=REPO,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    status, accuracy, loaded = result.stdout.split("RESULT ")[-1].split()
+    assert status == "finished" and float(accuracy) > 0.5  # it trained (chance is 0.1)
+    assert loaded == "False", "the torch cell's process imported tensorflow"

@@ -17,6 +17,8 @@ cuBLAS with a fixed workspace, set by models.engines.select), Keras' seeds from 
 """
 from __future__ import annotations
 
+import random
+
 import keras  # the engine's backend was selected (models.engines.select) before this module is imported
 import numpy as np
 import torch
@@ -43,13 +45,28 @@ class PendingStep:
         return loss, grad_norm, int(correct)
 
 
+def _seed(seed: int) -> None:
+    """keras.utils.set_random_seed(seed) without its tf.random.set_seed: where TensorFlow is installed that call
+    imports it into the torch cell's process (several seconds, hundreds of MB, and its CUDA probing on a GPU node) to
+    seed a framework the cell never runs. The rest is Keras' own steps (keras/src/utils/rng_utils.py)."""
+    from keras.src.backend.common import global_state  # Keras' seed state: no public setter without the TF call
+    from keras.src.random import seed_generator
+    from keras.src.utils import rng_utils
+
+    global_state.set_global_attribute(rng_utils.GLOBAL_RANDOM_SEED, seed)
+    global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, None)
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
 class TorchEngine:
     name = "torch"
 
     def __init__(self, seed: int):
         if keras.backend.backend() != "torch":
             raise RuntimeError(f"the torch engine needs Keras' torch backend; Keras runs {keras.backend.backend()}")
-        keras.utils.set_random_seed(seed)
+        _seed(seed)
         torch.use_deterministic_algorithms(True)
         torch.backends.cudnn.deterministic = True
         torch.backends.cudnn.benchmark = False
