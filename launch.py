@@ -18,6 +18,7 @@ ensure_environment(launch_extras(sys.argv[1:]))
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
+from orchestrator.common import permissions  # noqa: E402
 from orchestrator.sweep.launching import check_command_line, launch_cell  # noqa: E402
 
 
@@ -28,4 +29,5 @@ def main(cfg: DictConfig) -> dict:
 
 if __name__ == "__main__":
     check_command_line(sys.argv[1:])  # an override of an unknown key is refused with the closest key, before composing
+    permissions.restrict(share_with_group=False)  # before Hydra's folders; a sweep or a cell relaxes it if asked
     main()

@@ -43,8 +43,8 @@ LAYERS: dict[str, list[list[str]]] = {
                      ["sweep", "cluster"],
                      # older module names, kept for jobs and scripts from before the packages (each imports its new one)
                      ["callbacks", "launching", "worker", "tracking_import"]],
-    "orchestrator.common": [["paths", "filesystems", "cellfiles"]],
-    "orchestrator.tracking": [["mode", "queue", "writer", "system_metrics"], ["tracker", "importer", "reads"]],
+    "orchestrator.common": [["paths", "filesystems", "cellfiles", "permissions"]],
+    "orchestrator.tracking": [["mode", "queue", "writer", "system_metrics", "server_access"], ["tracker", "importer", "reads"]],
     "orchestrator.schedulers": [["resources", "scripts"], ["slurm", "pbs", "limits"],
                                 ["params", "job_status", "submit"]],
     "orchestrator.schedulers.pbs": [["pbspro_json", "script", "params"], ["qstat"], ["query"], ["executor"],

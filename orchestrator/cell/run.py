@@ -30,7 +30,7 @@ from filelock import FileLock, Timeout
 from ops.atomic import write_bytes
 
 from orchestrator.cell.worker import ANSWERS, run
-from orchestrator.common import cellfiles, paths
+from orchestrator.common import cellfiles, paths, permissions
 from orchestrator.config.cell import CellConfig, resolve
 from orchestrator.tracking.tracker import Tracker, flatten
 
@@ -82,6 +82,7 @@ def run_cell(cell: CellConfig | Any, supervise: bool = True) -> CellResult:
     supervise=False trains in this process (no crash retry): for debugging and for tests that patch the trainer.
     """
     cell = cell if isinstance(cell, CellConfig) else resolve(cell)
+    permissions.restrict(cell.share_with_group)  # before the cell's folder, store and queue exist
     identity, name, cell_dir = cell.identity, cell.name, Path(cell.cell_dir)
     cell_dir.mkdir(parents=True, exist_ok=True)
     result = CellResult(identity=identity, name=name, cell_dir=str(cell_dir), status="failed")

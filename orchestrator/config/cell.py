@@ -137,6 +137,8 @@ class CellConfig:
     system_metrics: bool
     cluster: Mapping[str, Any]     # open-ended (each scheduler its own keys), read-only
     composed: Mapping[str, Any]    # the validated config as composed, read-only (see the module docstring)
+    share_with_group: bool = False  # who may read what the cell writes (orchestrator.common.permissions); a
+                                    # default, so that the configs of jobs submitted before it existed still load
 
     @property
     def gpus(self) -> int | None:
@@ -194,7 +196,7 @@ def resolve(cfg: Any) -> CellConfig:
                                 patience_s=float(c["tracking_patience_s"]), experiment=str(c["experiment"])),
         paths=PathsConfig(data_dir=str(paths.data_dir(c.get("data_dir"))), checkpoint_root=str(root)),
         profile_layers=bool(c.get("profile_layers", False)), system_metrics=bool(c.get("system_metrics", False)),
-        cluster=_freeze(c.get("cluster") or {}), composed=_freeze(c))
+        share_with_group=bool(c.get("share_with_group", False)), cluster=_freeze(c.get("cluster") or {}), composed=_freeze(c))
 
 
 _TYPES = {"int": int, "float": float, "bool": bool, "str": str}

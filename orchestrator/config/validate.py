@@ -123,8 +123,9 @@ def validate(cfg: Any) -> dict:
     lr = need("train.optimizer.lr")
     if lr is not None and (isinstance(lr, bool) or not isinstance(lr, (int, float)) or lr <= 0):
         errors.append(f"train.optimizer.lr={lr!r} must be a number > 0")
-    if not isinstance(c.get("system_metrics", False), bool):
-        errors.append(f"system_metrics={c['system_metrics']!r} must be true or false")
+    for key in ("system_metrics", "share_with_group"):
+        if not isinstance(c.get(key, False), bool):
+            errors.append(f"{key}={c[key]!r} must be true or false")
     mode_problem = tracking_mode.problem(c.get("tracking_mode"), paths.tracking_uri(c.get("tracking_uri")))
     if mode_problem:
         errors.append(mode_problem)

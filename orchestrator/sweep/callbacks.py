@@ -19,7 +19,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from orchestrator.common import paths
+from orchestrator.common import paths, permissions
 from orchestrator.config.cell import resolve
 from orchestrator.config.validate import ConfigError
 from orchestrator.report.files import publish_experiment, write_report
@@ -27,6 +27,7 @@ from orchestrator.report.table import collect, markdown, missing_rows
 from orchestrator.schedulers.limits import sweep_problems
 from orchestrator.sweep.progress import SweepProgress
 from orchestrator.tracking.importer import import_for
+from orchestrator.tracking.server_access import server_problem
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,8 @@ def cells_of_sweep(config: DictConfig) -> list[dict]:
             raise ConfigError(f"sweep cell {' '.join(overrides) or '(defaults)'}: {e}") from None
         cells.append({"identity": cell.identity, "model": cell.model.name, "mult": cell.mult.label,
                       "dataset": cell.dataset.name, "seed": cell.seed, "defining": cell.defining_config(),
-                      "cluster": cell.as_dict()["cluster"], "epochs": cell.train.epochs})
+                      "cluster": cell.as_dict()["cluster"], "epochs": cell.train.epochs,
+                      "tracking_uri": cell.tracking.uri})
     return cells
 
 
@@ -58,6 +60,7 @@ class SweepCallbacks(Callback):
         self.progress = None  # a SweepProgress, for sweeps whose cells run in this process (cluster=local)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        permissions.restrict(bool(config.get("share_with_group", False)))  # before the sweep writes anything
         # Before anything is trained or submitted: one bad value anywhere in the grid stops the whole sweep.
         # SystemExit, because Hydra turns a callback's exceptions into warnings and carries on.
         try:
@@ -66,6 +69,8 @@ class SweepCallbacks(Callback):
             print(f"[amdnn] sweep refused, nothing launched: {e}", file=sys.stderr, flush=True)
             raise SystemExit(2) from None
         problems = sweep_problems(c["cluster"] for c in self.cells)
+        # A tracking server that refuses the user (or lets anyone read the password file) fails every job later.
+        problems += [p for p in map(server_problem, sorted({c["tracking_uri"] for c in self.cells})) if p]
         if problems:  # a job no node can run would pend for ever: say so before anything is submitted
             print("[amdnn] sweep refused, nothing submitted:\n  - " + "\n  - ".join(problems), file=sys.stderr,
                   flush=True)

@@ -26,6 +26,7 @@ from orchestrator.common import paths
 from orchestrator.config.cell import CellConfig, resolve
 from orchestrator.config.keys import override_errors
 from orchestrator.config.validate import ConfigError, config_error
+from orchestrator.tracking.server_access import server_problem
 
 log = logging.getLogger(__name__)
 RESULT_FILE = "cell-result.json"   # in the Hydra job's output dir: what this job did
@@ -98,6 +99,9 @@ def launch_cell(cfg, cell: CellConfig | None = None) -> dict:
     try:
         if cell is None:
             cell = resolve(cfg)
+            refused = None if multirun else server_problem(cell.tracking.uri)  # a sweep's callbacks checked it
+            if refused:
+                raise ConfigError(refused)
             if not multirun and cell.cluster.get("scheduler"):
                 _submit_as_sweep_of_one(cell)
         result = run_cell(cell)
