@@ -318,6 +318,13 @@ std::vector<int64_t> gpu_path_counts() { return {0, 0}; }
 
 #endif
 
+// The CPU GEMM's calls and products by kernel path (gemm.h PathCounts), as the TF binding's AmdnnPathCounts gives
+// them: the torch engine logs them per epoch as the TensorFlow engine does.
+std::vector<int64_t> cpu_path_counts() {
+  const PathCounts counts = path_counts();
+  return {counts.fast_calls, counts.generic_calls, counts.fast_products, counts.generic_products};
+}
+
 }  // namespace
 
 TORCH_LIBRARY(amdnn, m) {
@@ -330,6 +337,7 @@ TORCH_LIBRARY(amdnn, m) {
   m.def("matmul(Tensor a, Tensor b, Tensor table, str multiplier, bool exact_gradients=False) -> Tensor");
   m.def("products(Tensor a, Tensor b, Tensor table, str multiplier) -> Tensor");
   m.def("gpu_path_counts() -> int[]", &gpu_path_counts);
+  m.def("cpu_path_counts() -> int[]", &cpu_path_counts);
 }
 
 TORCH_LIBRARY_IMPL(amdnn, CPU, m) {

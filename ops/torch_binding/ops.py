@@ -273,6 +273,13 @@ def products(a, b, multiplier) -> torch.Tensor:
     return torch.ops.amdnn.products(a.float().cpu(), b.float().cpu(), table, attr)
 
 
+def cpu_path_counts() -> dict[str, int]:
+    """GEMM calls and products of the CPU kernels in this process by path (fast_calls, generic_calls, fast_products,
+    generic_products), as ops.path_counts() gives the TensorFlow library's."""
+    values = torch.ops.amdnn.cpu_path_counts()
+    return dict(zip(("fast_calls", "generic_calls", "fast_products", "generic_products"), map(int, values)))
+
+
 def gpu_path_counts() -> tuple[int, int]:
     """(fast, generic) k-tile steps run by the CUDA kernels in this process (synchronises the GPU)."""
     fast, generic = torch.ops.amdnn.gpu_path_counts()

@@ -35,6 +35,10 @@ def test_torch_cell_killed_twice_resumes_bit_identical(tmp_path):
     ref_data = run_data(reference_work.uri, reference["run_id"])
     assert ref_data["metrics"]["test_accuracy"][-1][1] > 0.5  # it learned (chance is 0.1)
     assert json.loads(ref_data["tags"]["amdnn.defining_config"])["engine"] == "torch"
+    # The binding counts its CPU kernels' paths as the TensorFlow library does: ordinary training is all fast.
+    fast = [value for _, value in ref_data["metrics"]["gemm_fast_calls"]]
+    assert len(fast) == 2 and min(fast) > 0, ref_data["metrics"].get("gemm_fast_calls")
+    assert [value for _, value in ref_data["metrics"]["gemm_generic_calls"]] == [0, 0]
 
     seed = int(os.environ.get("AMDNN_TEST_SEED", time.time_ns() % 10**6))
     print(f"kill points drawn with AMDNN_TEST_SEED={seed}")

@@ -78,10 +78,11 @@ class TorchEngine:
         return self.device.type == "cuda"
 
     def path_counts(self) -> dict[str, int]:
-        """On a GPU: the k-tile steps the CUDA kernels ran by path (fast_tiles, generic_tiles; a generic one means
-        operands outside the fast formulas' range). The binding counts no CPU paths: nothing on the CPU."""
+        """On the CPU: GEMM calls and products by kernel path (fast_calls, generic_calls, fast_products,
+        generic_products), as the TensorFlow engine counts them. On a GPU: the k-tile steps the CUDA kernels ran by
+        path (fast_tiles, generic_tiles). A generic one means operands outside the fast formulas' range."""
         if self.device.type != "cuda":
-            return {}
+            return torch_ops.cpu_path_counts()
         fast, generic = torch_ops.gpu_path_counts()
         return {"fast_tiles": fast, "generic_tiles": generic}
 
