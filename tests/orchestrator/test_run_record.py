@@ -132,3 +132,13 @@ def test_a_cell_killed_mid_epoch_logs_the_counters_of_an_uninterrupted_one(refer
         assert [s for s, _ in metrics["eval_time_s"]] == [SPE, 2 * SPE]
     assert {"record/record.json", "weights/final_weights.npz"} <= _artifacts(work.uri, result["run_id"])
     assert "train " in (work.path / "run.log").read_text()  # the console's epoch line names the logged time
+
+
+def test_a_checkpoint_state_from_before_the_epoch_sums_still_loads():
+    """A checkpoint's State as written before path_sums and train_seconds: its epoch resumes with nothing counted."""
+    from orchestrator.cell.trainer import State
+
+    written_before = {"epoch": 1, "step_in_epoch": 7, "global_step": 51, "loss_sum": 3.0, "correct": 100,
+                      "seen": 224, "trained_steps": 7, "history": [{"epoch": 1, "loss": 0.9}]}
+    state = State(**written_before)
+    assert state.path_sums == {} and state.train_seconds == 0.0 and state.global_step == 51
