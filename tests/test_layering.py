@@ -40,7 +40,7 @@ LAYERS: dict[str, list[list[str]]] = {
 
     # orchestrator: (its parts, bottom up)
     "orchestrator": [["environment", "common"], ["tracking", "schedulers"], ["config"], ["report"], ["cell"],
-                     ["sweep", "cluster"],
+                     ["sweep", "cluster", "weights", "rerun"],
                      # older module names, kept for jobs and scripts from before the packages (each imports its new one)
                      ["callbacks", "launching", "worker", "tracking_import"]],
     "orchestrator.common": [["paths", "filesystems", "cellfiles", "permissions"]],
@@ -51,8 +51,8 @@ LAYERS: dict[str, list[list[str]]] = {
                                     ["job_environment"], ["__main__"]],
     "orchestrator.config": [["keys"], ["validate"], ["identity"], ["cell"]],
     "orchestrator.report": [["figures", "table"], ["histories", "summary_run"], ["files"], ["__main__"]],
-    "orchestrator.cell": [["progress", "devices", "energy", "checkpoints", "collapse", "run_facts", "artifacts",
-                           "engines"],
+    "orchestrator.cell": [["progress", "devices", "energy", "checkpoints", "collapse", "run_facts", "record",
+                           "engines"], ["artifacts"],
                           ["trainer"], ["worker"], ["run"]],
     "orchestrator.cell.engines": [["torch_update"], ["tf_engine", "torch_engine"]],
     "orchestrator.sweep": [["progress", "gpu_pool"], ["launching", "callbacks", "parallel", "cell_process"],

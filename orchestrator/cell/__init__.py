@@ -6,11 +6,12 @@
     trainer      the deterministic training loop, NaN rollback (runs in the worker process)
     checkpoints  atomic, checksummed checkpoints; the newest that verifies is resumed
     collapse     an epoch back at chance loss or diverging, undone
-    artifacts    what a cell logs beside its metrics: multiplier map, layer profile, curves
+    artifacts    what a cell logs beside its metrics: record, multiplier map, layer profile, curves, weights
     progress     a progress bar in a terminal, one line per epoch in a log
     devices      the devices a training process sees; its engine's start, GPUs or nothing, no probe noise
     energy       NVML and RAPL energy per epoch and per run; missing counters say why
     run_facts    the run's filterable tags (device, ops build, host, job id) and its dataset input
+    record       the reproducibility record: commit, dirty flag and diff, installed packages, resolved config
 """
 
 _RUN_NAMES = ("run_cell", "request_checkpoint", "checkpoint_requested", "CellResult")

@@ -6,7 +6,11 @@ through the cell's tracker (so a tracking outage loses none of them) and shown b
                   it did to training
     profile/      at the start, with profile_layers=true: every AM layer timed against the native one
                   (models.profile), as markdown and CSV
+    record/       at the start: the reproducibility record (orchestrator.cell.record): commit, dirty flag and
+                  diff, installed packages, the resolved config as YAML, host, device and ops build
     curves/       at the end: the cell's learning curves (report.figures.cell_curves) from its per-epoch metrics
+    weights/      at the end: the final weights (final_weights.npz, by Keras variable path), which
+                  `python -m orchestrator.weights RUN_ID` loads back into the model
 
 Each part is made once per cell: a resumed attempt finds the part's marker and does not make it again. None of
 them may stop training: a failure is logged as a warning and the cell goes on.
@@ -14,6 +18,8 @@ them may stop training: a failure is logged as a warning and the cell goes on.
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -21,7 +27,8 @@ from typing import Mapping, Sequence
 from models import profile
 from ops.modes import describe
 
-from orchestrator.common.cellfiles import ARTIFACTS, write_json
+from orchestrator.cell import record
+from orchestrator.common.cellfiles import ARTIFACTS, FINAL_WEIGHTS, read_json, write_json
 from orchestrator.config.cell import CellConfig
 from orchestrator.report import figures
 from orchestrator.tracking.tracker import Tracker
@@ -95,3 +102,25 @@ def log_curves(cfg: CellConfig, cell_dir: Path, tracker: Tracker, history: Seque
         figures.save(figures.cell_curves(title, history), folder / "learning-curves.png")
 
     _once(cell_dir, "curves", tracker, make)
+
+
+def log_record(cfg: CellConfig, cell_dir: Path, tracker: Tracker, attempt: Mapping[str, str]) -> None:
+    """The reproducibility record, made once per cell; every attempt tags the commit it runs (`attempt`: its
+    run_facts tags)."""
+    git = record.git_state()
+    tracker.set_tags(record.tags(git, read_json(part_folder(cell_dir, "record") / record.RECORD)))
+    _once(cell_dir, "record", tracker, lambda folder: record.write(cfg, folder, attempt, git))
+
+
+def log_weights(cell_dir: Path, tracker: Tracker) -> None:
+    """The final weights (trainer.save_final_weights wrote them into the cell's folder) as the run's weights/."""
+
+    def make(folder: Path) -> None:
+        source, target = Path(cell_dir) / FINAL_WEIGHTS, folder / FINAL_WEIGHTS
+        target.unlink(missing_ok=True)
+        try:
+            os.link(source, target)  # the same bytes, not twice on disk
+        except OSError:
+            shutil.copyfile(source, target)
+
+    _once(cell_dir, "weights", tracker, make)

@@ -1,11 +1,13 @@
 """Progress of a training cell: a tqdm bar in a terminal, one plain line per epoch in a batch log, with the cell's
 place in a local sweep (set by orchestrator.sweep.progress through POSITION_VARIABLE) and the time left in the cell.
+
+The epoch line's times are the ones the run logs (orchestrator.cell.trainer defines them): "train 5.1s" is
+epoch_time_s, the epoch's training steps over every attempt; "eval 1.4s" is eval_time_s, its test-set evaluation.
 """
 from __future__ import annotations
 
 import os
 import sys
-import time
 from typing import Any, Mapping
 
 from tqdm import tqdm
@@ -31,16 +33,13 @@ class Progress:
         position = os.environ.get(POSITION_VARIABLE)
         self.prefix = f"[cell {position}] " if position else ""
         self.epochs, self.spe = epochs, steps_per_epoch
-        self.epoch_times: list[float] = []   # seconds of each full epoch trained in this process
-        self.t0 = time.monotonic()
-        self.images = 0
+        self.epoch_times: list[float] = []   # training and evaluation seconds of each epoch ended in this process
         self.bar = None
         if sys.stderr.isatty():
             self.bar = tqdm(total=epochs * steps_per_epoch, initial=state.global_step, desc=self.label,
                             unit="step", dynamic_ncols=True, file=sys.stderr)
 
-    def step(self, images: int) -> None:
-        self.images += images
+    def step(self) -> None:
         if self.bar is not None:
             self.bar.update(1)
 
@@ -50,26 +49,18 @@ class Progress:
             self.bar.n = state.global_step
             self.bar.refresh()
 
-    def epoch_seconds(self) -> float:
-        """Seconds spent on this epoch in this process (a resumed epoch counts from the resume)."""
-        return time.monotonic() - self.t0
-
-    def epoch_images(self) -> int:
-        """Images trained on in this epoch in this process (with epoch_seconds: images/s)."""
-        return self.images
-
-    def epoch_end(self, state: Any, metrics: Mapping[str, float]) -> None:
-        seconds = self.epoch_seconds()
-        self.epoch_times.append(seconds)
+    def epoch_end(self, state: Any, metrics: Mapping[str, float], seconds: float, eval_seconds: float) -> None:
+        """`seconds`: the epoch's training time (epoch_time_s); `eval_seconds`: its evaluation (eval_time_s)."""
+        self.epoch_times.append(seconds + eval_seconds)
         left = sum(self.epoch_times) / len(self.epoch_times) * (self.epochs - int(metrics["epoch"]))
         line = (f"{self.prefix}{self.label} epoch {int(metrics['epoch'])}/{self.epochs} loss {metrics['loss']:.4f} "
                 f"acc {metrics['accuracy']:.4f} test_acc {metrics['test_accuracy']:.4f} lr {metrics['lr']:.3g} "
-                f"{seconds:.1f}s" + (f", about {duration(left)} left in this cell" if left > 0 else ""))
+                f"train {seconds:.1f}s eval {eval_seconds:.1f}s"
+                + (f", about {duration(left)} left in this cell" if left > 0 else ""))
         if self.bar is not None:
             self.bar.set_postfix(loss=f"{metrics['loss']:.3f}", test_acc=f"{metrics['test_accuracy']:.3f}")
         else:
             print(line, flush=True)  # stdout: the job's log
-        self.t0, self.images = time.monotonic(), 0
 
     def close(self) -> None:
         if self.bar is not None:

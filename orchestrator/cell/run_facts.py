@@ -148,8 +148,11 @@ def dataset_input(data: Any, data_dir: str | None) -> dict[str, str]:
             "schema": json.dumps(schema), "profile": json.dumps(profile)}
 
 
-def record(tracker: Any, data: Any, data_dir: str | None, simulated: bool, engine: str = "tensorflow") -> None:
-    """Queue this attempt's tags and the dataset input on the cell's run."""
-    tracker.set_tags(attempt_tags(simulated, engine))
+def record(tracker: Any, data: Any, data_dir: str | None, simulated: bool,
+           engine: str = "tensorflow") -> dict[str, str]:
+    """Queue this attempt's tags and the dataset input on the cell's run; return the tags."""
+    tags = attempt_tags(simulated, engine)
+    tracker.set_tags(tags)
     tracker.log_dataset(dataset_input(data, data_dir))
+    return tags
 

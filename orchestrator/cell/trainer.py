@@ -6,6 +6,15 @@ is a function of the global step; the checkpoint holds every model variable (wei
 seed-generator states), every optimizer variable and the running sums of the epoch's metrics; op determinism is on.
 So a run interrupted anywhere and resumed ends bit-identical to one never interrupted.
 
+An epoch's metrics mean the same whether or not it was interrupted. The checkpoint's State carries, besides the running
+sums of loss and accuracy, the epoch's kernel-path counters (path_sums: the GEMM calls and products the epoch's steps
+and its evaluation made, the same in a resumed epoch as in an uninterrupted one) and its training time (train_seconds).
+Epoch time has one definition, logged as epoch_time_s and printed on the console: the wall time of the epoch's
+training steps (checkpoints written during the epoch included; evaluation, logged as eval_time_s, not), summed over
+the attempts that trained it, each up to its last checkpoint in the epoch (time an attempt spent after its last
+checkpoint is lost with it, like the steps it redoes). A resumed epoch's epoch_time_s is therefore the time its steps
+took, not the time since its first step; images_per_s is the epoch's trained images over epoch_time_s.
+
 NaN/inf policy: a step whose loss or gradient norm is not finite rolls the model and optimizer back to the last good
 checkpoint and that global step is skipped from then on (its batch is not trained on; the position and the learning
 rate schedule move on as if it had been). Skipping the batch rather than lowering the learning rate keeps every other
@@ -83,6 +92,9 @@ class State:
     seen: int = 0
     trained_steps: int = 0
     history: list = field(default_factory=list)  # per-epoch metric dicts (deterministic keys only)
+    # Added later, with defaults: checkpoints written before them load as an epoch with nothing counted yet.
+    path_sums: dict = field(default_factory=dict)  # the current epoch's kernel-path counters so far, by key
+    train_seconds: float = 0.0     # the current epoch's training time so far, over every attempt (module docstring)
 
 
 @dataclass
@@ -158,8 +170,9 @@ class _Run:
                                          self.batch_size)
         self.progress: Progress | None = None
         self.simulated = cfg.mult.simulated  # the AM layers' ops count which kernel path they took
-        self.paths_at_epoch_start = self.path_counts()
-        run_facts.record(tracker, self.data, cfg.paths.data_dir, self.simulated, self.engine.name)
+        self.paths_mark = self.path_counts()    # the counters and clock as last folded into a State (account)
+        self.clock_mark = time.monotonic()
+        self.attempt_tags = run_facts.record(tracker, self.data, cfg.paths.data_dir, self.simulated, self.engine.name)
         self.energy = energy.EnergyMeter(self.cell_dir, uses_gpu=self.engine.uses_gpu())
         self.energy_tags = self.energy.tags()
         tracker.set_tags(self.energy_tags)
@@ -168,6 +181,22 @@ class _Run:
         if not self.simulated:
             return {}
         return self.engine.path_counts()
+
+    def restart_marks(self) -> None:
+        """From now on: the epoch's sums go on from the State just restored or started."""
+        self.paths_mark, self.clock_mark = self.path_counts(), time.monotonic()
+
+    def account(self, state: State, clock: bool = True) -> None:
+        """Fold the kernel-path counts (and, with `clock`, the training time) since the last fold into the epoch's
+        sums in `state`: what a checkpoint then carries over to a resumed attempt."""
+        paths = self.path_counts()
+        for key, count in paths.items():
+            state.path_sums[key] = state.path_sums.get(key, 0) + count - self.paths_mark.get(key, 0)
+        self.paths_mark = paths
+        now = time.monotonic()
+        if clock:
+            state.train_seconds += now - self.clock_mark
+        self.clock_mark = now
 
     # -- checkpoints --------------------------------------------------------------------------------------------
     def save(self, state: State, healthy_epoch_end: bool = False) -> None:
@@ -193,6 +222,7 @@ class _Run:
             print(f"[amdnn] skipped checkpoint: {line}", file=sys.stderr, flush=True)
         if skipped:
             self.tracker.set_tags({"amdnn.skipped_checkpoints": " | ".join(skipped)[:4000]})
+        self.restart_marks()  # what ran before (the profile, steps a rollback undoes) is not the epoch's
         if ckpt is None:
             return None
         _restore(self.model, self.optimizer, ckpt)
@@ -234,15 +264,18 @@ class _Run:
             settle()  # the step before this one, while this one runs
             in_flight = launched
             state.step_in_epoch, state.global_step = step + 1, g + 1
-            self.progress.step(len(y))
+            self.progress.step()
             if self.every and state.global_step % self.every == 0 and state.step_in_epoch < self.spe:
                 settle()
+                self.account(state)
                 self.save(state)  # (the epoch's last step is saved by end_epoch, after the metrics)
             if should_stop():
                 settle()
+                self.account(state)
                 self.save(state)
                 return True
         settle()
+        self.account(state)  # the epoch's training ends here: its evaluation is timed apart
         return False
 
     def rollback(self, bad: _NonFinite) -> State:
@@ -288,6 +321,7 @@ class _Run:
                         path.replace(path.with_name("collapsed-" + path.name))
         _restore(self.model, self.optimizer, good)
         state = State(**good.meta["state"])
+        self.restart_marks()
         self.save(state)  # the newest regular checkpoint is the healthy one again
         self.progress.restart(state)
         return state
@@ -302,34 +336,37 @@ class _Run:
         """Evaluate and log the finished epoch, then checkpoint the start of the next one. The metrics are queued
         (durably) before the checkpoint moves the position past them: a crash in between repeats the epoch's end,
         and the tracker logs an epoch's step only once."""
-        seconds, images = self.progress.epoch_seconds(), self.progress.epoch_images()
+        seconds = state.train_seconds
         loss = state.loss_sum / max(state.trained_steps, 1)
         problem = collapse.verdict(loss, [h["loss"] for h in state.history], self.data.num_classes)
         if problem:
             raise _Collapsed(state.epoch, problem)
+        evaluation_start = time.monotonic()
         metrics = {"epoch": state.epoch + 1,
                    "loss": loss,
                    "accuracy": state.correct / max(state.seen, 1),
                    "test_accuracy": self.test_accuracy(),
                    "lr": self.learning_rate(state.global_step - 1)}
+        eval_seconds = time.monotonic() - evaluation_start
         state.history.append(dict(metrics))
-        # GEMM calls and products of the epoch by kernel path (this process's share of it; the engine says which it
-        # counts: orchestrator.cell.engines): generic ones on a CPU
-        # with the fast kernels mean operands out of the fast formulas' range (inf/NaN, over/underflowing products);
-        # the products say how much of the work that was (the range is decided per block).
-        paths = self.path_counts()
-        path_metrics = {f"gemm_{key}": paths[key] - self.paths_at_epoch_start.get(key, 0) for key in paths}
-        self.paths_at_epoch_start = paths
+        # GEMM calls and products of the epoch by kernel path, its evaluation included, over every attempt that
+        # trained it (State.path_sums; the engine says which it counts: orchestrator.cell.engines): generic ones on
+        # a CPU with the fast kernels mean operands out of the fast formulas' range (inf/NaN, over/underflowing
+        # products); the products say how much of the work that was (the range is decided per block).
+        self.account(state, clock=False)
+        path_metrics = {f"gemm_{key}": count for key, count in state.path_sums.items()}
         joules = self.energy.epoch()  # only the counters that answered: a missing one is a tag, never a 0
         if self.energy.tags() != self.energy_tags:  # a counter stopped answering: its tag says so
             self.energy_tags = self.energy.tags()
             self.tracker.set_tags(self.energy_tags)
-        self.tracker.log_epoch(state.global_step, {**metrics, **path_metrics, **joules, "epoch_time_s": seconds,
-                                                   "images_per_s": images / seconds if seconds > 0 else 0.0})
-        self.progress.epoch_end(state, metrics)
+        times = {"epoch_time_s": seconds, "eval_time_s": eval_seconds,
+                 "images_per_s": state.seen / seconds if seconds > 0 else 0.0}
+        self.tracker.log_epoch(state.global_step, {**metrics, **path_metrics, **joules, **times})
+        self.progress.epoch_end(state, metrics, seconds, eval_seconds)
         state = State(epoch=state.epoch + 1, global_step=state.global_step, history=state.history)
         self.save(state, healthy_epoch_end=True)
         self.tracker.flush_background()
+        self.restart_marks()  # the next epoch's clock starts after its checkpoint and the logging
         return state
 
 
@@ -341,6 +378,7 @@ def train(cfg: CellConfig, identity: str, cell_dir: Path, tracker: Tracker,
     sampler = None
     if cfg.system_metrics:  # before the first background flush: both would import mlflow at once
         sampler = SystemSampler(tracker, cell_dir).start()
+    artifacts.log_record(cfg, run.cell_dir, tracker, run.attempt_tags)
     artifacts.log_multiplier(cfg, run.cell_dir, tracker)
     artifacts.log_profile(cfg, run.cell_dir, tracker, run.model)
     state = run.resume()
@@ -372,6 +410,7 @@ def train(cfg: CellConfig, identity: str, cell_dir: Path, tracker: Tracker,
     save_final_weights(run.model, run.cell_dir / FINAL_WEIGHTS)
     tracker.log_metrics(state.global_step, {FINAL_KEY: final}, check=FINAL_KEY)
     artifacts.log_curves(cfg, run.cell_dir, tracker, state.history)
+    artifacts.log_weights(run.cell_dir, tracker)
     return Outcome("finished", final, state)
 
 

@@ -7,7 +7,7 @@
     events.jsonl       one line per attempt event: start, crash, preempted, finished, failed (host, job id, time)
     cell.lock          held by the one process running the cell
     checkpoints/  skips.json  tracking-queue.*  mlflow-run.json  final_weights.npz  last-good-epoch/
-    artifacts/    the files logged with the run: multiplier/, profile/, curves/
+    artifacts/    the files logged with the run: record/, multiplier/, profile/, curves/, weights/
 """
 from __future__ import annotations
 

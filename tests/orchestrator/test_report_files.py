@@ -154,7 +154,8 @@ def test_each_cell_logs_its_multiplier_profile_and_curves(store, tmp_path):
         files = {a.path for part in parts for a in c.list_artifacts(run.info.run_id, part)}
         assert "curves/learning-curves.png" in files
         if run.data.tags["amdnn.mult"] == "native":
-            assert parts == {"curves"} and not any(k.startswith("mult_") for k in run.data.metrics)
+            assert parts == {"curves", "record", "weights"}
+            assert not any(k.startswith("mult_") for k in run.data.metrics)
             continue
         assert files >= {"multiplier/am16-error-map.png", "multiplier/am16-errors.npz",
                          "multiplier/am16-summary.json", "profile/layer-profile.md", "profile/layer-profile.csv"}

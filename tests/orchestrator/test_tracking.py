@@ -39,7 +39,7 @@ def test_server_down_training_finishes_and_records_are_flushed_later(workdir):
     data = run_data(workdir.uri, again.run_id)
     assert data["status"] == "FINISHED"
     assert [s for s, _ in data["metrics"]["epoch"]] == [44, 88]
-    for key in ("loss", "accuracy", "test_accuracy", "lr", "epoch_time_s", "images_per_s"):
+    for key in ("loss", "accuracy", "test_accuracy", "lr", "epoch_time_s", "eval_time_s", "images_per_s"):
         assert len(data["metrics"][key]) == 2, key
     assert data["metrics"]["final_test_accuracy"][0][1] == result.test_accuracy
     assert data["params"]["model.name"] == "lenet300" and data["params"]["train.epochs"] == "2"
@@ -134,4 +134,4 @@ def test_16_training_cells_at_once_on_one_sqlite_store(tmp_path):
         assert result["status"] == "finished"
         data = run_data(uri, result["run_id"])
         assert data["status"] == "FINISHED" and [s for s, _ in data["metrics"]["epoch"]] == [44]
-        assert len(data["metrics"]) == 8
+        assert len(data["metrics"]) == 9  # the 8 of an epoch (native: no kernel paths) and the final accuracy
