@@ -15,8 +15,9 @@ import sys
 from omegaconf import OmegaConf
 
 from orchestrator.common import paths
-from orchestrator.report.files import publish_experiment
-from orchestrator.report.table import markdown, to_csv
+from orchestrator.report.files import publish_experiment, report_markdown
+from orchestrator.report.scope import experiment_scope
+from orchestrator.report.table import to_csv
 from orchestrator.tracking.importer import import_for
 
 DEFAULT_OUT = "reports"            # the command's files go to ./reports/<experiment>/ unless --out says otherwise
@@ -37,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     uri = paths.tracking_uri(args.tracking_uri)
     import_for([uri])  # single-writer mode: what the jobs queued goes in first
     rows, written, run_id = publish_experiment(uri, args.experiment, out, to_mlflow=not args.no_mlflow)
-    print(markdown(rows))
+    print(report_markdown(rows, experiment_scope(rows, args.experiment)))
     if args.csv:
         with open(args.csv, "w") as f:
             f.write(to_csv(rows))

@@ -3,10 +3,11 @@
 
 One table per data set; rows in the model registry's order, columns in ops.names() order (tables last). A table cell
 holds one experiment: the runs whose defining config (orchestrator.config.identity) is the same but for the seed,
-shown as their mean, with the spread and count. Runs that differ in anything else are never averaged together: where two
-experiments would share a row and a column, the labels show the settings that tell them apart
-(`am16 mult.exact_gradients=true`; a table's content hash, `lut:MBM_7.bin#1a2b3c4d`, where two tables share a file
-name). A cell that has not finished shows its state (running, failed, killed, -) instead of a number.
+shown as their mean, with the spread and count. Runs that differ in anything else are never averaged together: where
+two experiments of one model differ, the labels show the settings that tell them apart, on every column of the table,
+the baseline's too (`native train.epochs=3`, `am16 train.epochs=20`; `am16 mult.exact_gradients=true`; a table's
+content hash, `lut:MBM_7.bin#1a2b3c4d`, where two tables share a file name). A cell that has not finished shows its
+state (running, failed, killed, not started for a cell launched but without a run yet); a cell nobody ran is blank.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from orchestrator.tracking.tracker import FINAL_KEY, TAG_CELL, TAG_DEFINING, fla
 
 TABLE_HASH = "mult.table_sha256"   # the setting key of a table's contents (identity.defining_config)
 HASH_SHOWN = 8                     # hex digits of a table's hash in a label: enough to tell a grid's tables apart
+NOT_STARTED = "not started"      # a cell of the launch (table.missing_rows) without an MLflow run yet
 # Defining keys an identity leaves out at their default (identity.defining_config): a label shows the default.
 DEFAULTS_LEFT_OUT = {"engine": DEFAULT_ENGINE}
 
@@ -114,10 +116,11 @@ def cell_text(rows: Sequence[Row]) -> str:
             return f"{mean:.4f}"
         return f"{mean:.4f} ± {statistics.stdev(done):.4f} (n={len(done)})"
     states = {r.status for r in rows}
-    for state, text in (("RUNNING", "running"), ("FAILED", "failed"), ("KILLED", "killed"), ("MISSING", "-")):
+    for state, text in (("RUNNING", "running"), ("FAILED", "failed"), ("KILLED", "killed"),
+                        ("MISSING", NOT_STARTED)):
         if state in states:
             return text
-    return "-"
+    return ""   # nobody ran this model under this column's multiplier and setting: nothing to say
 
 
 # An experiment: (model, multiplier label, setting as sorted items). Its runs are seeds of one another.
@@ -131,14 +134,31 @@ def _experiments(rows: Sequence[Row]) -> dict[Experiment, list[Row]]:
     return groups
 
 
-def _differing(experiments: Iterable[Experiment]) -> dict[tuple[str, str], set[str]]:
-    """Per (model, multiplier label): the setting keys in which its experiments differ, which the labels must show
-    so that they do not share a table cell."""
-    buckets: dict[tuple[str, str], list[dict]] = defaultdict(list)
+def _differing(settings: Sequence[Mapping[str, str]]) -> set[str]:
+    """The keys in which the settings differ (a key some lack counts as differing)."""
+    return {key for key in set().union(*settings) if len({s.get(key) for s in settings}) > 1} if settings else set()
+
+
+def _shown_keys(experiments: Iterable[Experiment]) -> tuple[dict[str, set[str]], dict[tuple[str, str], set[str]]]:
+    """The setting keys the labels show: per model, its model.* keys in which its experiments differ (row labels);
+    per (model, multiplier), the keys its columns show. A multiplier's own keys (mult.*) are shown where that
+    multiplier's experiments of one model differ in them; any other key (the recipe, epochs, engine...) in which a
+    model's experiments differ, whatever their multipliers, is shown on every column of that model's row, the
+    baseline's too, so that a column never hides a setting its neighbours do not share."""
+    by_model: dict[str, list[dict]] = defaultdict(list)
+    by_mult: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for model, mult, setting in experiments:
-        buckets[(model, mult)].append(dict(setting))
-    return {bucket: {key for key in set().union(*settings) if len({s.get(key) for s in settings}) > 1}
-            for bucket, settings in buckets.items()}
+        by_model[model].append(dict(setting))
+        by_mult[(model, mult)].append(dict(setting))
+    row_keys, shared = {}, {}
+    for model, settings in by_model.items():
+        keys = _differing(settings)
+        row_keys[model] = {k for k in keys if k.startswith("model.") and k != "model.name"}
+        shared[model] = {k for k in keys if not k.startswith(("model.", "mult.")) and k != "dataset.name"}
+    column_keys = {(model, mult): shared[model] | {k for k in _differing(settings)
+                                                   if k.startswith("mult.") and k != "mult.name"}
+                   for (model, mult), settings in by_mult.items()}
+    return row_keys, column_keys
 
 
 def _value(text: str | None) -> str:
@@ -162,14 +182,14 @@ def _label(base: str, setting: Mapping[str, str], keys: Sequence[str]) -> str:
 
 def grid(rows: Sequence[Row], model_order: Sequence[str] = (), mult_order: Sequence[str] = ()) \
         -> tuple[list[str], list[tuple[str, list[list[Row]]]]]:
-    """One data set's table: the column labels and, per row label, the runs of each cell. Two experiments never
-    share a cell: the model's own differing settings go into the row label, every other one into the column label."""
+    """One data set's table: the column labels and, per row label, the runs of each cell ([] where nobody ran that
+    model under that column). Two experiments never share a cell: the model's own differing settings go into the
+    row label, every other one into the column labels (_shown_keys)."""
     groups = _experiments(rows)
-    row_keys: dict[str, set[str]] = defaultdict(set)      # model -> the model.* keys its rows show
-    column_keys: dict[str, set[str]] = defaultdict(set)   # multiplier label -> the other keys its columns show
-    for (model, mult), keys in _differing(groups).items():
-        row_keys[model] |= {k for k in keys if k.startswith("model.") and k != "model.name"}
-        column_keys[mult] |= {k for k in keys if not k.startswith("model.") and k not in ("mult.name", "dataset.name")}
+    row_keys, model_column_keys = _shown_keys(groups)
+    column_keys: dict[str, set[str]] = defaultdict(set)   # multiplier label -> the keys its columns show
+    for (_, mult), keys in model_column_keys.items():
+        column_keys[mult] |= keys
     models, mults = _order({m for m, _, _ in groups}, model_order), _order({m for _, m, _ in groups}, mult_order)
     cells: dict[tuple[str, str], list[Row]] = {}
     row_labels: dict[str, tuple] = {}
@@ -193,6 +213,18 @@ def orders() -> tuple[list[str], list[str]]:
         return model_names(), mult_names()
     except Exception:  # noqa: BLE001 - a report must print even where models/ops cannot be imported
         return [], []
+
+
+def multipliers(rows: Sequence[Row]) -> list[str]:
+    """Every registered multiplier, then the other labels of `rows` (tables) in name order: what the figures give
+    one colour each, so that a multiplier has the same colour in every report."""
+    registered = orders()[1]
+    return registered + sorted({r.mult for r in rows} - set(registered))
+
+
+def column_multipliers(body: Sequence[tuple[str, list[list[Row]]]]) -> list[str]:
+    """The multiplier label of each column of a table (grid's body): that of any run in it."""
+    return [next(cell[0].mult for cell in column if cell) for column in zip(*(cells for _, cells in body))]
 
 
 def grids(rows: Sequence[Row]) -> list[tuple[str, list[str], list[tuple[str, list[list[Row]]]]]]:

@@ -1,10 +1,11 @@
 """Hydra callbacks of a sweep: check every cell before the first one runs; print the results table at the end.
 
 Configured in conf/config.yaml (hydra.callbacks.amdnn), so they run in the launching process whatever the launcher:
-a local sweep, or a cluster sweep that only submits (whose table then shows the cells still queued as "-"). At the
-end the sweep's report files (orchestrator.report.files) go into the sweep folder, and a local sweep, whose cells
-have run, logs the experiment's report to its summary run in MLflow (a cluster grid's is logged by the resume cron
-when its last cell finishes).
+a local sweep, or a cluster sweep that only submits (whose table then shows the cells still queued as "not
+started"). The table covers the sweep's own cells and says so (report.scope). At the end the sweep's report files
+(orchestrator.report.files) go into the sweep folder, and a local sweep, whose cells have run, logs the
+experiment's report to its summary run in MLflow (a cluster grid's is logged by the resume cron when its last cell
+finishes).
 """
 from __future__ import annotations
 
@@ -22,8 +23,9 @@ from omegaconf import DictConfig
 from orchestrator.common import paths, permissions
 from orchestrator.config.cell import resolve
 from orchestrator.config.validate import ConfigError
-from orchestrator.report.files import publish_experiment, write_report
-from orchestrator.report.table import collect, markdown, missing_rows
+from orchestrator.report.files import publish_experiment, report_markdown, write_report
+from orchestrator.report.scope import sweep_scope
+from orchestrator.report.table import collect, missing_rows
 from orchestrator.schedulers.limits import sweep_problems
 from orchestrator.sweep.progress import SweepProgress
 from orchestrator.tracking.importer import import_for
@@ -97,10 +99,11 @@ class SweepCallbacks(Callback):
         except Exception as e:  # noqa: BLE001 - the sweep itself went through; say why there is no table
             print(f"[amdnn] cannot read results from {uri}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
             return
-        print(f"\n{markdown(rows)}\n", flush=True)
+        scope = sweep_scope(rows, config.experiment)
+        print(f"\n{report_markdown(rows, scope)}\n", flush=True)
         sweep_dir = Path(config.hydra.sweep.dir)
         try:
-            written = write_report(rows, sweep_dir, config.experiment, uri)
+            written = write_report(rows, sweep_dir, config.experiment, uri, scope=scope)
             print(f"[amdnn] also in {sweep_dir}: {', '.join(p.name for p in written)}", flush=True)
             if config.cluster.get("scheduler") is None:  # a local sweep has finished its cells: publish them
                 _, _, run_id = publish_experiment(uri, config.experiment, cells=self.cells or [])

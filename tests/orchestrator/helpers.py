@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -132,3 +133,29 @@ def launch(tmp_path, *args: str, timeout: int = 400, environment: dict | None = 
     overrides = [f"checkpoint_root={tmp_path / 'ck'}", f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}"]
     return subprocess.run([PYTHON, str(REPO / "launch.py"), *args, *overrides], cwd=tmp_path,
                           env=environment or env(), capture_output=True, text=True, timeout=timeout)
+
+
+def record_run(workdir: Workdir, accuracy: float | None, *overrides: str, tagged: bool = True,
+               status: str = "FINISHED", epochs: Sequence[tuple[float, float]] = ()) -> str:
+    """A run of the cell `overrides` describe, logged through the project's Tracker as run_cell logs it, without
+    training: per epoch its (test accuracy, loss) from `epochs`, `accuracy` as its final test accuracy (None: none),
+    ended with `status`. tagged=False: as a run logged before the defining-config tag existed. Its identity."""
+    from orchestrator.config.identity import base_tags, cell_identity, cell_name
+    from orchestrator.config.validate import validate
+    from orchestrator.tracking.tracker import FINAL_KEY, TAG_DEFINING, Tracker, flatten
+
+    c = validate(workdir.cfg(*overrides))
+    identity = cell_identity(c)
+    tags = base_tags(identity, c)
+    if not tagged:
+        del tags[TAG_DEFINING]
+    tracker = Tracker(workdir.uri, c["experiment"], identity, workdir.path / "cells" / identity[:12],
+                      run_name=cell_name(c, identity))
+    tracker.start(flatten(c), tags)
+    for epoch, (test_accuracy, loss) in enumerate(epochs, start=1):
+        tracker.log_epoch(100 * epoch, {"epoch": epoch, "test_accuracy": test_accuracy, "loss": loss})
+    if accuracy is not None:
+        tracker.log_metrics(100 * len(epochs) + 1, {FINAL_KEY: accuracy}, check=FINAL_KEY)
+    tracker.end(status)
+    assert tracker.flush(patience_s=30, force=True)
+    return identity

@@ -21,8 +21,12 @@ def test_default_launch_reaches_90_percent_on_digits_under_am16(tmp_path):
     assert f"mlflow ui --backend-store-uri sqlite:///{tmp_path / 'mlflow.db'}" in out
 
 
-def _table(out: str) -> str:
-    return "\n".join(l for l in out.splitlines() if l.startswith("|"))
+def _table(out: str, title: str = "Final test accuracy") -> str:
+    """The markdown table of `out` whose header starts with `title`."""
+    lines = out.splitlines()
+    start = next(i for i, l in enumerate(lines) if l.startswith(f"| {title}"))
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return "\n".join(lines[start:end])
 
 
 def test_sweep_prints_table_and_rerun_trains_nothing(tmp_path):
@@ -35,11 +39,15 @@ def test_sweep_prints_table_and_rerun_trains_nothing(tmp_path):
     rows = {l.split("|")[1].strip(): [c.strip() for c in l.split("|")[2:4]] for l in table.splitlines()[2:]}
     assert set(rows) == {"lenet300", "lenet5"}
     assert all(re.fullmatch(r"0\.\d{4}", c) for cells in rows.values() for c in cells), table
+    # each model's am16 against its own native, one seed: the difference without an interval
+    compared = _table(out, "Against the baseline").splitlines()[2:]
+    assert [re.sub(r"[+-]\d+\.\d\d pp", "D", l) for l in compared] == [
+        "| lenet300 × am16 | native | D (n=1) | 0 |", "| lenet5 × am16 | native | D (n=1) | 0 |"]
     again = launch(tmp_path, *args)
     out2 = again.stdout + again.stderr
     assert again.returncode == 0, out2[-3000:]
     assert out2.count("already finished, nothing trained") == 4 and "epoch 1/1" not in out2
-    assert _table(out2) == table
+    assert _table(out2) == table and _table(out2, "Against the baseline") == _table(out, "Against the baseline")
 
 
 def test_failed_cell_does_not_stop_the_sweep(tmp_path):
@@ -110,7 +118,8 @@ def test_cluster_preset_without_m_submits_the_cell_and_trains_nothing_here(tmp_p
     assert proc.returncode == 0, out[-3000:]
     assert "submitting this cell as a sweep of one, as `python " in out and " -m model=lenet5 cluster=slurm" in out
     assert "[amdnn] 1 cell(s) submitted to slurm" in out and "lenet5 x am16 (digits, seed 0) -> job 4242" in out
-    assert "| lenet5 | - |" in out  # the sweep's table: the cell is queued, no result here
+    assert "| lenet5 | not started |" in out  # the sweep's table: the cell is queued, no result here
+    assert "Covers this sweep's 1 cell(s) of experiment amdnn: 1 not started." in out
     assert "epoch 1/" not in out and not (tmp_path / "ck").exists()
     scripts = sorted((tmp_path / "fake-bin").glob("job-*.sh"))
     assert len(scripts) == 1 and "#SBATCH --time=10\n" in scripts[0].read_text()
@@ -123,4 +132,4 @@ def test_cluster_sweep_table_has_a_column_per_experiment_before_any_result(tmp_p
     assert proc.returncode == 0, out[-3000:]
     assert "[amdnn] 2 cell(s) submitted to slurm" in out
     assert "| Final test accuracy (digits) | am16 mult.exact_gradients=false | am16 mult.exact_gradients=true |\n" \
-           "|---|---|---|\n| lenet300 | - | - |" in out
+           "|---|---|---|\n| lenet300 | not started | not started |" in out

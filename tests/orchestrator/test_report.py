@@ -8,32 +8,25 @@ import hashlib
 import io
 import json
 
-from orchestrator.config.identity import base_tags, cell_identity, cell_name
-from orchestrator.config.validate import validate
 from orchestrator.report import table as report
 from orchestrator.report.__main__ import main as report_command
-from orchestrator.tracking.tracker import FINAL_KEY, TAG_DEFINING, Tracker, flatten
+from tests.orchestrator.helpers import record_run
 
 
 def record(workdir, accuracy: float, *overrides: str, tagged: bool = True) -> str:
-    """A finished run of the cell `overrides` describe, with `accuracy` as its final test accuracy; its identity.
-    tagged=False: as a run logged before the defining-config tag existed."""
-    c = validate(workdir.cfg(*overrides))
-    identity = cell_identity(c)
-    tags = base_tags(identity, c)
-    if not tagged:
-        del tags[TAG_DEFINING]
-    tracker = Tracker(workdir.uri, c["experiment"], identity, workdir.path / "cells" / identity[:12],
-                      run_name=cell_name(c, identity))
-    tracker.start(flatten(c), tags)
-    tracker.log_metrics(1, {FINAL_KEY: accuracy}, check=FINAL_KEY)
-    tracker.end("FINISHED")
-    assert tracker.flush(patience_s=30, force=True)
-    return identity
+    """A finished run of the cell `overrides` describe, with `accuracy` as its final test accuracy; its identity."""
+    return record_run(workdir, accuracy, *overrides, tagged=tagged)
 
 
 def lines(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line.startswith("|")]
+    """The first markdown table of `text` (the accuracy table; the comparisons with the baseline follow it)."""
+    table = []
+    for line in text.splitlines():
+        if line.startswith("|"):
+            table.append(line)
+        elif table:
+            break
+    return table
 
 
 def test_exact_gradients_and_two_tables_of_one_name_are_separate_columns(workdir, capsys):
@@ -60,7 +53,7 @@ def test_exact_gradients_and_two_tables_of_one_name_are_separate_columns(workdir
         + " | ".join(f"lut:t.bin#{h[:8]}" for h, _ in luts) + " |",
         "|---|---|---|---|---|---|",
         "| lenet300 | 0.9500 | 0.9100 ± 0.0141 (n=2) | 0.8000 | " + " | ".join(v for _, v in luts) + " |",
-        "| lenet5 | - | 0.8500 | - | - | - |",
+        "| lenet5 |  | 0.8500 |  |  |  |",  # blank: nobody ran lenet5 there
     ]
     rows = report.collect(workdir.uri, "amdnn")
     assert len(rows) == 7
@@ -88,8 +81,8 @@ def test_train_settings_swept_are_labelled_and_per_model_recipes_share_a_column(
         "| Final test accuracy (digits) | am16 train.optimizer.lr=0.01 | am16 train.optimizer.lr=0.05 | "
         "am16 train.optimizer.lr=0.2 |",
         "|---|---|---|---|",
-        "| lenet300 | - | 0.9100 | 0.8100 |",
-        "| lenet5 | 0.7100 | - | - |",
+        "| lenet300 |  | 0.9100 | 0.8100 |",
+        "| lenet5 | 0.7100 |  |  |",
     ]
     # lenet5 alone at its own rate: one experiment per model and multiplier, one plain column
     other = type(workdir)(workdir.path / "other")

@@ -56,13 +56,15 @@ def cell_runs(uri):
 def test_report_files_and_summary_run_show_the_runs_numbers(store, tmp_path, capsys):
     root, uri, out = store
     sweep_dir = root / re.search(r"\[amdnn\] also in (\S+): report.md", out)[1]
-    assert {p.name for p in sweep_dir.iterdir()} >= {"report.md", "report.csv", "report.html", "heatmap-digits.png",
-                                                    "curves-digits.png"}
+    assert {p.name for p in sweep_dir.iterdir()} >= {"report.md", "report.csv", "cells.csv", "report.html",
+                                                    "heatmap-digits.png", "curves-digits.png"}
+    assert "Covers this sweep's 4 cell(s) of experiment amdnn: 4 finished." in out
     assert "the experiment's report is logged to MLflow run" in out
 
     assert report_command(["--tracking-uri", uri, "--experiment", "amdnn", "--out", str(tmp_path / "r")]) == 0
     printed = capsys.readouterr().out
-    assert "| lenet5 | - | running |" in printed
+    assert "| lenet5 |  | running |" in printed   # blank: nobody ran lenet5 under native
+    assert "Covers every cell run of experiment amdnn: 5 run(s), 4 finished, 1 running;" in printed
 
     # The CSV: one line per cell run, each finished accuracy the run's own final metric, bit for bit.
     lines = list(csv.DictReader(io.StringIO((tmp_path / "r" / "report.csv").read_text())))
@@ -81,8 +83,8 @@ def test_report_files_and_summary_run_show_the_runs_numbers(store, tmp_path, cap
     (summary,) = c.search_runs([experiment], filter_string=f"tags.`{TAG_SUMMARY}` = 'report'")
     assert summary.info.status == "FINISHED" and summary.info.run_name == "report"
     names = {a.path for a in c.list_artifacts(summary.info.run_id, "report")}
-    assert names == {f"report/{n}" for n in ("report.md", "report.csv", "report.html", "heatmap-digits.png",
-                                             "curves-digits.png")}
+    assert names == {f"report/{n}" for n in ("report.md", "report.csv", "cells.csv", "report.html",
+                                             "heatmap-digits.png", "curves-digits.png")}
     logged = c.download_artifacts(summary.info.run_id, "report/report.csv", str(tmp_path / "down"))
     assert open(logged).read() == (tmp_path / "r" / "report.csv").read_text()
     # published twice: at the sweep's end (4 cells), then by the command (the running one too)
@@ -115,8 +117,11 @@ def test_heatmap_draws_the_table(store):
             assert accuracy[i, j] == pytest.approx(100 * statistics.fmean(finished), abs=1e-9)
             assert float(text.split()[0]) == pytest.approx(statistics.fmean(finished), abs=5e-5)  # the table's
             assert text.endswith(f"(n={len(finished)})")
-            assert difference[i, j] == pytest.approx(accuracy[i, j] - accuracy[i, 0], abs=1e-9)
-    assert body[1][1] == ["-", "running"]
+            if columns[j] == "native":   # the baseline: no difference to itself
+                assert difference.mask[i, j] and data["difference_texts"][i][j] == "baseline"
+            else:   # the same seeds on both sides: the paired mean is the difference of the means
+                assert difference[i, j] == pytest.approx(accuracy[i, j] - accuracy[i, 0], abs=1e-9)
+    assert body[1][1] == ["", "running"]
     figures.pyplot().close(fig)
 
 
@@ -128,7 +133,9 @@ def test_grid_curves_are_the_seeds_mean_of_the_logged_epochs(store):
     curves = grid_curves(uri, rows)["digits"]
     assert set(curves) == {"lenet300"} and set(curves["lenet300"]) == {"native", "am16"}
     c = client(uri)
-    for mult, points in curves["lenet300"].items():
+    for mult, cell in curves["lenet300"].items():
+        points, spread = [p[:3] for p in cell.mean], [p[3:] for p in cell.mean]
+        assert cell.partial == []
         seeds = [r for r in rows if r.mult == mult and r.model == "lenet300"]
         test_acc = [[m.value for m in sorted(c.get_metric_history(r.run_id, "test_accuracy"), key=lambda m: m.step)]
                     for r in seeds]
@@ -137,9 +144,12 @@ def test_grid_curves_are_the_seeds_mean_of_the_logged_epochs(store):
         assert [p[0] for p in points] == [1, 2]
         assert [p[1] for p in points] == pytest.approx(np.mean(test_acc, axis=0).tolist(), abs=1e-12)
         assert [p[2] for p in points] == pytest.approx(np.mean(loss, axis=0).tolist(), abs=1e-12)
-    fig = figures.grid_curves("digits", curves)
+        assert [s[0] for s in spread] == pytest.approx(np.std(test_acc, axis=0, ddof=1).tolist(), abs=1e-12)
+        assert [s[2] for s in spread] == [2, 2]
+    fig = figures.grid_curves("digits", curves, figures.colours(report.multipliers(rows)))
     drawn = {line.get_label(): line.get_ydata() for line in fig.axes[0].lines}
-    assert drawn["am16"] == pytest.approx([100 * p[1] for p in curves["lenet300"]["am16"]])
+    am16 = curves["lenet300"]["am16"].mean
+    assert drawn["am16 (mean of 2 seeds ± std)"] == pytest.approx([100 * p[1] for p in am16])
     figures.pyplot().close(fig)
 
 

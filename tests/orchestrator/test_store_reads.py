@@ -139,7 +139,8 @@ def test_grid_curves_are_the_same_through_either_path(store, monkeypatch):
     fast = histories.grid_curves(uri, rows)["digits"]["lenet300"]
     assert set(fast) == {"am16"}  # D lacks the loss, E every metric: no curve
     # the epochs all three seeds reached, each the mean of the last values logged (B's epoch 1 loss is NaN)
-    (e1, acc1, loss1), (e2, acc2, loss2) = fast["am16"]
+    assert fast["am16"].partial == []
+    (e1, acc1, loss1, *_), (e2, acc2, loss2, *_) = fast["am16"].mean
     assert (e1, e2) == (1, 2) and math.isnan(loss1)
     assert loss2 == pytest.approx((0.9 + MAX_FLOAT + 1.1) / 3, rel=1e-15)  # MLflow keeps inf as the largest float
     assert acc1 == pytest.approx((0.5 + 0.6 + 0.4) / 3, abs=1e-15)

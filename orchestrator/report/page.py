@@ -1,0 +1,81 @@
+"""The report as one self-contained HTML page (report.files writes it): which runs it covers, per data set its table
+(each column headed by its multiplier's colour in the figures), each cell against its baseline, its figures inlined,
+then every run."""
+from __future__ import annotations
+
+import base64
+import html
+import time
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from orchestrator.report.comparisons import Comparison, listed, versus_text
+from orchestrator.report.paired import METHOD
+from orchestrator.report.table import Row, cell_mean, cell_text, column_multipliers
+
+STYLE = """body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}
+td,th{border:1px solid #bbb;padding:.3em .6em;text-align:right}th{background:#eee}td.label{text-align:left}
+td.unfinished{color:#888;font-style:italic;background:#f4f4f4}img{max-width:100%;display:block;margin:1em 0}
+small{color:#666}span.swatch{display:inline-block;width:.8em;height:.8em;margin-right:.3em}"""
+
+
+def _image(path: Path) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    return f'<img alt="{html.escape(path.stem)}" src="data:image/png;base64,{data}">'
+
+
+def _hex(colour: Sequence[float]) -> str:
+    return "#" + "".join(f"{round(255 * c):02x}" for c in colour[:3])
+
+
+def _cell(runs: Sequence[Row]) -> str:
+    unfinished = runs and cell_mean(runs) is None
+    return f"<td{' class=unfinished' if unfinished else ''}>{html.escape(cell_text(runs))}</td>"
+
+
+def _comparisons(dataset: str, found: Sequence[Comparison]) -> list[str]:
+    mine = listed(found, dataset)
+    if not mine:
+        return []
+    parts = [f"<h3>Against the baseline of the same setting</h3><p><small>Difference in final test accuracy, "
+             f"percentage points: mean over the shared seeds [95 % interval] (n pairs); {html.escape(METHOD)}."
+             "</small></p><table><tr>" + "".join(f"<th>{h}</th>" for h in ("model", "column", "baseline",
+                                                                            "difference", "seeds")) + "</tr>"]
+    for c in mine:
+        seeds = ", ".join(c.paired.seeds) if c.paired else ""
+        parts.append("<tr>" + "".join(f"<td class='label'>{html.escape(v)}</td>" for v in (
+            c.row, c.column, c.baseline or "", versus_text(c), seeds)) + "</tr>")
+    parts.append("</table>")
+    return parts
+
+
+def html_page(experiment: str, scope: str, rows: Sequence[Row], layout, found: Sequence[Comparison],
+              figures_of: Mapping[str, list[Path]], colours: Mapping[str, Sequence[float]]) -> str:
+    """The page: `layout` is table.grids(rows); images inlined, so the one file is all."""
+    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>AMDNN report: {html.escape(experiment)}"
+             f"</title><style>{STYLE}</style></head><body>",
+             f"<h1>Final test accuracy: experiment {html.escape(experiment)}</h1>",
+             f"<p>{html.escape(scope)}</p>",
+             f"<p><small>Written {time.strftime('%Y-%m-%d %H:%M:%S %Z')}. Seeds of one cell: mean ± standard "
+             "deviation (n). Columns are labelled by the settings that tell them apart, the baseline's too; a "
+             "difference is only taken between cells of the same setting. Cells without a finished run show their "
+             "state (running, failed, killed, not started); a cell nobody ran is blank.</small></p>"]
+    for dataset, columns, body in layout:
+        parts.append(f"<h2>{html.escape(dataset)}</h2><table><tr><th>model</th>" + "".join(
+            f"<th><span class='swatch' style='background:{_hex(colours[m])}'></span>{html.escape(c)}</th>"
+            for c, m in zip(columns, column_multipliers(body))) + "</tr>")
+        for row, cells in body:
+            parts.append(f"<tr><td class='label'>{html.escape(row)}</td>" + "".join(_cell(r) for r in cells)
+                         + "</tr>")
+        parts.append("</table>")
+        parts += _comparisons(dataset, found)
+        parts += [_image(path) for path in figures_of.get(dataset, [])]
+    parts.append("<h2>Runs</h2><table><tr>" + "".join(
+        f"<th>{h}</th>" for h in ("model", "multiplier", "data set", "seed", "status", "test accuracy", "run id"))
+        + "</tr>")
+    for r in sorted(rows, key=lambda r: (r.dataset, r.model, r.mult, r.seed)):
+        accuracy = "" if r.test_accuracy is None else f"{r.test_accuracy:.4f}"
+        parts.append("<tr>" + "".join(f"<td class='label'>{html.escape(str(v))}</td>" for v in (
+            r.model, r.mult, r.dataset, r.seed, r.status.lower(), accuracy, r.run_id or "-")) + "</tr>")
+    parts.append("</table></body></html>")
+    return "\n".join(parts)
