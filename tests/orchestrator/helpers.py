@@ -127,6 +127,14 @@ def deterministic_metrics(data: dict) -> dict:
     return {k: v for k, v in data["metrics"].items() if k in DETERMINISTIC}
 
 
+def launch_would_install() -> bool:
+    """Whether launch.py would (re)install the project into the .venv first: its stamp was made for another
+    pyproject.toml (a worktree sharing another checkout's .venv), and the install would repoint that .venv here."""
+    from orchestrator import environment
+
+    return environment.VENV.exists() and not environment._installed(())
+
+
 def launch(tmp_path, *args: str, timeout: int = 400, environment: dict | None = None) -> subprocess.CompletedProcess:
     """`python launch.py ARGS` as a user runs it, with its checkpoints and MLflow store in tmp_path."""
     overrides = [f"checkpoint_root={tmp_path / 'ck'}", f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}"]
