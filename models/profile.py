@@ -21,6 +21,7 @@ The layers run on the backend's default device: the first GPU where the framewor
 import argparse
 import csv
 import io
+import os
 import platform
 import statistics
 import sys
@@ -29,10 +30,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ops import NATIVE
+if __name__ == "__main__":  # the command: on a machine without a GPU driver, TensorFlow's CUDA probe is only noise
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # its start-up banner too, as a training process hides it
+    from models.cuda_probe import quiet_probe_for_this_command
+    quiet_probe_for_this_command()
 
-from models.datasets import DATASETS
-from models.registry import MODELS, build_model
+from ops import NATIVE  # noqa: E402
+
+from models.datasets import DATASETS  # noqa: E402
+from models.registry import MODELS, build_model  # noqa: E402
 
 WARMUP = 2
 REPEATS = 20

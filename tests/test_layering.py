@@ -35,7 +35,7 @@ LAYERS: dict[str, list[list[str]]] = {
     "ops.torch_binding": [["ops"]],
 
     # models: (its parts, bottom up)
-    "models": [["datasets", "resnet_depths", "engines", "batchnorm"], ["layers"], ["layer_maker", "convert", "optim"],
+    "models": [["datasets", "resnet_depths", "engines", "batchnorm", "cuda_probe"], ["layers"], ["layer_maker", "convert", "optim"],
                ["lenet", "resnet"], ["registry"], ["download", "profile"]],
 
     # orchestrator: (its parts, bottom up)
@@ -43,8 +43,9 @@ LAYERS: dict[str, list[list[str]]] = {
                      ["sweep", "cluster", "weights", "rerun"],
                      # older module names, kept for jobs and scripts from before the packages (each imports its new one)
                      ["callbacks", "launching", "worker", "tracking_import"]],
-    "orchestrator.common": [["paths", "filesystems", "cellfiles", "permissions"]],
-    "orchestrator.tracking": [["mode", "queue", "writer", "system_metrics", "server_access"], ["tracker", "importer", "reads"]],
+    "orchestrator.common": [["paths", "filesystems", "cellfiles", "permissions", "interrupts"]],
+    "orchestrator.tracking": [["mode", "queue", "writer", "system_metrics", "server_access"],
+                              ["tracker", "importer", "reads"]],
     "orchestrator.schedulers": [["resources", "scripts"], ["slurm", "pbs", "limits"],
                                 ["params", "job_status", "submit"]],
     "orchestrator.schedulers.pbs": [["pbspro_json", "script", "params"], ["qstat"], ["query"], ["executor"],
@@ -54,7 +55,7 @@ LAYERS: dict[str, list[list[str]]] = {
                             ["page"], ["files"], ["__main__"]],
     "orchestrator.cell": [["progress", "devices", "energy", "checkpoints", "collapse", "run_facts", "record",
                            "engines"], ["artifacts"],
-                          ["trainer"], ["worker"], ["run"]],
+                          ["trainer"], ["worker"], ["stopping"], ["run"]],
     "orchestrator.cell.engines": [["torch_update"], ["tf_engine", "torch_engine"]],
     "orchestrator.sweep": [["progress", "gpu_pool"], ["launching", "callbacks", "parallel", "cell_process"],
                            ["local_launcher"]],

@@ -5,10 +5,10 @@
 
 Prints mean |rel. error|, bias and max |rel. error| of OPERANDS standard normal pairs (the numbers of
 docs/multipliers.md: both come from ops.modes.error_stats), the percentiles of |rel. error|, and for modes of at most
-MAP_MAX_BITS mantissa bits the same statistics over every (Fa, Fb) mantissa pair. Saves into --out (default: the
-current folder) <name>-error-map.png (a map of the relative error over (Fa, Fb) for those modes, a histogram of
-the sampled errors for the others), <name>-errors.npz (the data the figure draws) and <name>-summary.json.
-Training cells log the same files with their MLflow run. Needs matplotlib for the figure only.
+MAP_MAX_BITS mantissa bits the same statistics over every (Fa, Fb) mantissa pair. Saves into --out (default:
+reports/multipliers, beside the experiments' reports) <name>-error-map.png (a map of the relative error over (Fa, Fb)
+for those modes, a histogram of the sampled errors for the others), <name>-errors.npz (the data the figure draws)
+and <name>-summary.json. Training cells log the same files with their MLflow run. Needs matplotlib for the figure only.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import numpy as np
 from ops.modes import error_stats
 from ops.modes.multipliers import LUT_PATTERN, names, parse
 
+DEFAULT_OUT = "reports/multipliers"   # never the current folder: run from a clone's root, that would be the repository's
 STATS = (("mean", "mean |rel. error|"), ("bias", "bias (mean rel. error)"), ("max", "max |rel. error|"))
 
 
@@ -111,7 +112,8 @@ def write(multiplier: str, out_dir: str | Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ops.describe", description=__doc__.splitlines()[0])
     parser.add_argument("multiplier", help=f"{', '.join(names(include_native=False))}, or {LUT_PATTERN}")
-    parser.add_argument("--out", default=".", help="folder for the figure, its data and the summary (default: .)")
+    parser.add_argument("--out", default=DEFAULT_OUT, help=f"folder for the figure, its data and the summary "
+                        f"(default: {DEFAULT_OUT}, under the current folder)")
     args = parser.parse_args(argv)
     try:
         mode = parse(args.multiplier)

@@ -9,12 +9,11 @@ that probe prints, on every cell start,
     I0000 ... cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used.
     E0000 ... cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)
 
-lines that read like failures. They are written before TensorFlow reads TF_CPP_MIN_LOG_LEVEL (TensorFlow 2.21: level 3
-leaves them), so no setting silences them; `start_engine` drops exactly these lines from the process's stderr
-(file descriptor 2, where the C++ side writes) while TensorFlow starts and lists its devices, and passes every other
-line through. A cell that asked for no GPU (cluster.gpus=0) is also kept off any GPU of its node
-(CUDA_VISIBLE_DEVICES=""), so that the ops load their CPU build there (ops/tf_binding/library.py loads the CUDA build
-whenever TensorFlow lists a GPU); a cell that asked for GPUs sees them as the scheduler gave them.
+lines that read like failures. No TF_CPP_MIN_LOG_LEVEL silences them (models/cuda_probe); `start_engine` drops exactly
+these lines from the process's stderr (file descriptor 2, where the C++ side writes) while TensorFlow starts and lists
+its devices, and passes every other line through. A cell that asked for no GPU (cluster.gpus=0) is also kept off any
+GPU of its node (CUDA_VISIBLE_DEVICES=""), so that the ops load their CPU build there (ops/tf_binding/library.py loads
+the CUDA build whenever TensorFlow lists a GPU); a cell that asked for GPUs sees them as the scheduler gave them.
 
 GPU or nothing: a cell that asked for GPUs (cluster.gpus > 0, on a scheduler preset or cluster=local) and whose engine
 sees fewer is refused before it trains, never run on the CPU in their place. The refusal says why (the framework and
@@ -24,21 +23,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import socket
-import sys
-import threading
 import warnings
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
+from models.cuda_probe import PROBE_NOISE, dropping_lines
 from models.engines import EngineError, select
 from orchestrator.environment import DRIVER_FILE, importable, nvidia_driver_present
-
-# The probe's lines (TensorFlow 2.21, XLA's CUDA platform); nothing else is ever dropped.
-PROBE_NOISE = re.compile(r"cudart_stub\.cc:\d+\] Could not find cuda drivers|failed call to cuInit|"
-                         r"cuda_(?:platform|executor|diagnostics)\.cc:\d+\]|"
-                         r"All log messages before absl::InitializeLog\(\) is called")
 
 
 class GpusMissing(EngineError):
@@ -54,36 +46,6 @@ def prepare(gpus: int | None) -> bool:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
         return True
     return not nvidia_driver_present()
-
-
-@contextlib.contextmanager
-def dropping_lines(pattern: re.Pattern, fd: int = 2, dropped: list[str] | None = None) -> Iterator[None]:
-    """While inside, lines written to file descriptor `fd` (by Python or by C++) that match `pattern` are dropped
-    (appended to `dropped` if given, once the block ends); the others reach the original `fd` unchanged, in order."""
-    sys.stderr.flush()
-    saved = os.dup(fd)
-    read_end, write_end = os.pipe()
-    os.dup2(write_end, fd)
-    os.close(write_end)
-
-    def forward() -> None:
-        with os.fdopen(read_end, "rb") as pipe:
-            for line in pipe:
-                text = line.decode(errors="replace")
-                if not pattern.search(text):
-                    os.write(saved, line)
-                elif dropped is not None:
-                    dropped.append(text.rstrip())
-
-    thread = threading.Thread(target=forward, name="amdnn-stderr-filter", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, fd)   # closes the pipe's last write end: the thread reads to the end and stops
-        thread.join(timeout=10)
-        os.close(saved)
 
 
 def start_engine(engine: str, gpus: int | None) -> int:

@@ -4,8 +4,9 @@
     request_checkpoint()            # from a signal handler or another thread: checkpoint soon, return "preempted"
 
 A cell stopped from outside (SIGTERM to this process where nothing else handles it, as `kill` does to a local sweep,
-or Ctrl-C) stops its training process at its next step (which checkpoints), marks its MLflow run KILLED and exits
-with status 143 (SIGINT: 130); launching the cell again resumes it and marks the run RUNNING again.
+or Ctrl-C) stops its training process at its next step (which checkpoints; a second Ctrl-C kills it), prints where it
+stopped, marks its MLflow run KILLED and raises CellStopped (cell/stopping), a SystemExit with status 143 (SIGINT:
+130); launching the cell again resumes it and marks the run RUNNING again.
 
 The cell trains in a child process (`python -m orchestrator.cell.worker CELL_DIR`) that this process supervises: a crash
 of the child (killed, segfault, bus error, out of memory) is retried from the last good checkpoint up to
@@ -14,12 +15,10 @@ cell's folder); a second launch of a running cell returns status "busy" without 
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -29,8 +28,10 @@ from filelock import FileLock, Timeout
 
 from ops.atomic import write_bytes
 
+from orchestrator.cell.stopping import CellStopped, stop_worker, where_stopped
 from orchestrator.cell.worker import ANSWERS, run
 from orchestrator.common import cellfiles, paths, permissions
+from orchestrator.common.interrupts import StopSignals
 from orchestrator.config.cell import CellConfig, resolve
 from orchestrator.tracking.tracker import Tracker, flatten
 
@@ -150,36 +151,22 @@ def _describe_exit(code: int) -> str:
     return f"exit status {code}"
 
 
-def _terminated(signum, frame) -> None:
-    raise SystemExit(128 + signum)  # unwinds through _supervise, which stops the worker and marks the run KILLED
-
-
-@contextlib.contextmanager
-def _stoppable_by_sigterm():
-    """SIGTERM raises SystemExit here while the cell trains, unless someone else handles it (cluster jobs turn it
-    into a checkpoint request: orchestrator.cluster.preempt)."""
-    mine = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
-    if mine:
-        signal.signal(signal.SIGTERM, _terminated)
-    try:
-        yield
-    finally:
-        if mine:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
 def _supervise(cell: CellConfig, cell_dir: Path, tracker: Tracker, result: CellResult) -> None:
-    """Start the worker; restart it after a crash (bounded); forward checkpoint requests to it."""
-    with _stoppable_by_sigterm():
-        _supervise_worker(cell, cell_dir, tracker, result)
+    """Start the worker; restart it after a crash (bounded); forward checkpoint requests to it. Ctrl-C and SIGTERM,
+    where nobody else handles them (cluster jobs turn SIGTERM into a checkpoint request: orchestrator.cluster.preempt),
+    stop it at a checkpoint and raise CellStopped; a second Ctrl-C kills it."""
+    with StopSignals() as signals:
+        _supervise_worker(cell, cell_dir, tracker, result, signals)
 
 
-def _supervise_worker(cell: CellConfig, cell_dir: Path, tracker: Tracker, result: CellResult) -> None:
+def _supervise_worker(cell: CellConfig, cell_dir: Path, tracker: Tracker, result: CellResult,
+                      signals: StopSignals) -> None:
     limit = cell.retries.crashes
     crashes = 0
     while True:
         result.attempts += 1
         proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cell.worker", str(cell_dir)], env=_worker_env())
+        started = time.time()
         cellfiles.event(cell_dir, "start", attempt=result.attempts, pid=proc.pid)
         forwarded = False
         while True:
@@ -190,17 +177,18 @@ def _supervise_worker(cell: CellConfig, cell_dir: Path, tracker: Tracker, result
                 if _REQUEST.requested and not forwarded:
                     proc.send_signal(signal.SIGUSR1)
                     forwarded = True
-            except BaseException as stop:  # Ctrl-C or SIGTERM (_terminated): do not orphan the worker
-                proc.send_signal(signal.SIGTERM)  # it checkpoints at its next step and leaves
-                try:
-                    proc.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                how = "SIGINT" if isinstance(stop, KeyboardInterrupt) else f"exit {getattr(stop, 'code', '?')}"
-                cellfiles.event(cell_dir, "killed", attempt=result.attempts, how=how)
+            except BaseException as stop:  # Ctrl-C or SIGTERM through a handler not ours (a cell process's)
+                status = getattr(stop, "code", None)
+                signals.note(signal.SIGINT if isinstance(stop, KeyboardInterrupt) else
+                             status - 128 if isinstance(status, int) and status > 128 else signal.SIGTERM)
+            if signals.first is not None:  # do not orphan the worker: it checkpoints at its next step and leaves
+                killed = stop_worker(proc, signals)
+                cellfiles.event(cell_dir, "killed", attempt=result.attempts, how=signals.name(), worker_killed=killed)
+                where = where_stopped(cell_dir, started, killed)
+                print(f"[amdnn] {cell.name}: {where}", flush=True)
                 tracker.end("KILLED")
                 tracker.flush(patience_s=5.0, force=True)
-                raise
+                raise CellStopped(signals.first, where)
         if code in ANSWERS:
             result.status = ANSWERS[code]
             return

@@ -70,7 +70,8 @@ def run(cell_dir: Path, should_stop, tracker=None, cfg: CellConfig | None = None
     finally:
         tracker.close()  # a send under way finishes (bounded by MLflow's timeouts); the rest stays queued
     if outcome.status == "preempted":
-        cellfiles.event(cell_dir, "preempted", global_step=outcome.state.global_step)
+        cellfiles.event(cell_dir, "preempted", global_step=outcome.state.global_step, epoch=outcome.state.epoch + 1,
+                        step_in_epoch=outcome.state.step_in_epoch)  # where it stopped, as the launcher says it
         return EXIT_PREEMPTED  # run_cell sends what is queued
     tracker.end("FINISHED")
     cellfiles.write_json(cell_dir / cellfiles.DONE, {

@@ -8,6 +8,7 @@ cluster.gpus set to the GPUs the cell got, so that the cell checks they are ther
 launching process (the sweep's progress line is its own). What happened goes to JOB_FILE's result file, as JSON:
 
     {"status": "completed" | "failed" | "stopped", "return_value": launch_cell's dict, "error": ...,
+     "where": where a stopped cell stopped (cell/stopping),
      "cuda_visible_devices": what this process was given, "pid": ..., "started": ..., "ended": ... (time.time())}
 
 Ctrl-C (the launcher sends SIGINT to this process's group, as a terminal does) or SIGTERM stops the cell at a
@@ -96,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
             outcome.update(status="failed", error="".join(traceback.format_exception_only(type(error), error)))
             code = 1
     except (KeyboardInterrupt, SystemExit) as stop:  # Ctrl-C, or SIGTERM through run_cell: it has checkpointed
-        outcome.update(status="stopped", error=f"stopped ({type(stop).__name__})")
+        outcome.update(status="stopped", error=f"stopped ({type(stop).__name__})",
+                       where=getattr(stop, "where", None))  # run_cell's CellStopped says where
         code = EXIT_STOPPED
     except Exception:  # noqa: BLE001 - told to the launcher, which goes on with the other cells
         outcome.update(status="failed", error=traceback.format_exc())

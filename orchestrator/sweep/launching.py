@@ -76,6 +76,14 @@ def _submit_as_sweep_of_one(cell: CellConfig) -> NoReturn:
     os.execv(sys.executable, [sys.executable, str(_launch_script()), "-m", *args])
 
 
+def resume_hint() -> str:
+    """After Ctrl-C or SIGTERM: the command that finishes what did not finish, which is the same command, run from
+    the same folder (a cell's identity comes from its configuration: finished cells are not trained again)."""
+    command = shlex.join(["python3", *sys.argv])
+    return (f"[amdnn] stopped; every cell keeps its checkpoints. Resume with the same command, from {os.getcwd()}:\n"
+            f"    {command}")
+
+
 def mlflow_ui_command(uri: str) -> str:
     """The exact command that opens MLflow's UI on `uri` (or where to point a browser for a server)."""
     if uri.startswith(("http://", "https://")):

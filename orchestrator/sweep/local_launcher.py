@@ -83,7 +83,7 @@ class LocalLauncher(BasicLauncher):
                                          str(folder / JOB_FILE)], folder / CELL_LOG,
                             {**env, POSITION_VARIABLE: f"{n + 1}/{len(job_overrides)}"}))
             overrides_of[idx] = list(overrides)
-        outcomes = run_jobs(jobs, pool, describe=_describe)
+        outcomes = run_jobs(jobs, pool, describe=_describe, describe_stop=_describe_stop)
         return [JobReturn(overrides=overrides_of[o.job.index], status=JobStatus.COMPLETED, task_name=o.job.label,
                           _return_value=_result(o)) for o in outcomes]
 
@@ -114,3 +114,16 @@ def _describe(outcome: Outcome) -> tuple[str, bool, bool]:
     if result.get("error"):
         line += f"; error: {result['error'].strip().splitlines()[-1]}; output in {outcome.job.log}"
     return line, result["status"] == "finished", result["status"] == "finished"
+
+
+def _describe_stop(outcome: Outcome, killed: bool) -> str:
+    """Where a cell stopped on Ctrl-C or SIGTERM (as its run_cell said it), or that it was killed, or how it ended if
+    it ended on its own meanwhile."""
+    recorded = cellfiles.read_json(outcome.job.log.parent / JOB_RESULT) or {}
+    if recorded.get("status") == "completed":
+        return _describe(outcome)[0]
+    if killed:
+        where = "killed; it resumes from its last checkpoint"
+    else:
+        where = recorded.get("where") or f"stopped (exit status {outcome.returncode})"
+    return f"[amdnn] {outcome.job.label}: {where} (output in {outcome.job.log})"

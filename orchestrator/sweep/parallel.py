@@ -9,8 +9,10 @@ tells the sweep (rewritten in place in a terminal, printed at each change in a l
     [amdnn] sweep: 3 of 8 done (2 finished, 1 failed), 2 running (GPUs 0,1), 3 waiting; 4m10s; about 8m20s left
 
 Ctrl-C (or SIGTERM) reaches this process only; it is forwarded to every running cell's process group as a terminal
-would send it, each cell checkpoints and stops (run_cell), and run_jobs waits for them before it re-raises. A second
-Ctrl-C kills them at once. The time left is the mean time of the cells trained so far, applied to the cells running
+would send it, each cell checkpoints and stops (run_cell), and run_jobs waits for them, says how each ended and which
+never started, and raises Stopped (a SystemExit: no traceback). A second Ctrl-C kills them at once. Both are read as
+flags (common/interrupts), so that a signal arriving while the cells are being stopped cannot interrupt that. The time
+left is the mean time of the cells trained so far, applied to the cells running
 and waiting, over the cells that run at once.
 """
 from __future__ import annotations
@@ -19,13 +21,13 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, TextIO
 
 from orchestrator.cell.progress import duration
+from orchestrator.common.interrupts import StopSignals, StoppedBySignal
 from orchestrator.sweep.gpu_pool import GpuPool
 
 
@@ -47,12 +49,13 @@ class Outcome:
     started: float                 # time.time() at its start, for the record
 
 
-class Stopped(SystemExit):
-    """SIGTERM to the sweep: raised in the main thread, forwarded to the cells, re-raised when they have stopped."""
+class Stopped(StoppedBySignal):
+    """Ctrl-C or SIGTERM to the sweep, raised once its running cells have stopped (or been killed) and been told."""
 
-
-def _terminated(signum, frame) -> None:
-    raise Stopped(128 + signum)
+    def __init__(self, signum: int, stopped: list[tuple[Outcome, bool]], not_started: list[Job]) -> None:
+        super().__init__(signum)
+        self.stopped = stopped              # each cell that was running, and whether it was killed
+        self.not_started = not_started
 
 
 class SweepLine:
@@ -98,51 +101,58 @@ class SweepLine:
 
 
 def run_jobs(jobs: list[Job], pool: GpuPool, describe: Callable[[Outcome], tuple[str, bool, bool]] | None = None,
-             out: TextIO | None = None, poll_s: float = 0.2) -> list[Outcome]:
+             out: TextIO | None = None, poll_s: float = 0.2,
+             describe_stop: Callable[[Outcome, bool], str] | None = None) -> list[Outcome]:
     """Run every job, pool.at_once at a time, each with its own GPUs; return their outcomes in the jobs' order.
     `describe(outcome)` -> (the line that says how a job ended, whether it finished, whether it trained), for the
-    sweep's counts and its estimate; without it, exit status 0 is a trained, finished job."""
+    sweep's counts and its estimate; without it, exit status 0 is a trained, finished job. On Ctrl-C or SIGTERM,
+    `describe_stop(outcome, killed)` says where a running job stopped; then Stopped is raised."""
     out = out or sys.stdout
     line = SweepLine(len(jobs), pool.at_once, out)
     waiting = list(jobs)
     running: dict[int, tuple[Job, subprocess.Popen, tuple[str, ...], float, float]] = {}
     outcomes: dict[int, Outcome] = {}
-    mine = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
-    if mine:
-        signal.signal(signal.SIGTERM, _terminated)
-    try:
-        while waiting or running:
-            while waiting and (gpus := pool.take()) is not None:
-                job = waiting.pop(0)
-                running[job.index] = (job, _start(job, gpus), gpus, time.monotonic(), time.time())
-                line.say(f"[amdnn] {job.label}: started on GPU {','.join(gpus)}; output in {job.log}")
-            for index, (job, proc, gpus, t0, started) in list(running.items()):
-                code = proc.poll()
-                if code is None:
-                    continue
-                del running[index]
-                pool.give_back(gpus)
-                outcome = Outcome(job, gpus, code, time.monotonic() - t0, started)
-                outcomes[index] = outcome
-                said, ok, trained = (describe(outcome) if describe else
-                                     (f"[amdnn] {job.label}: exit status {code}", code == 0, code == 0))
-                line.finished += ok
-                line.failed += not ok
-                if trained:
-                    line.trained.append(outcome.seconds)
-                line.say(said)
-            line.show(line.text({i: (r[2], r[3]) for i, r in running.items()}, len(waiting)))
-            time.sleep(poll_s)
-    except (KeyboardInterrupt, Stopped) as stop:
-        _stop_all([r[1] for r in running.values()], signal.SIGINT if isinstance(stop, KeyboardInterrupt)
-                  else signal.SIGTERM, line)
-        raise
-    finally:
-        if mine:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    with StopSignals() as signals:
+        try:
+            while (waiting or running) and signals.first is None:
+                while waiting and (gpus := pool.take()) is not None:
+                    job = waiting.pop(0)
+                    running[job.index] = (job, _start(job, gpus), gpus, time.monotonic(), time.time())
+                    line.say(f"[amdnn] {job.label}: started on GPU {','.join(gpus)}; output in {job.log}")
+                for index, (job, proc, gpus, t0, started) in list(running.items()):
+                    code = proc.poll()
+                    if code is None:
+                        continue
+                    del running[index]
+                    pool.give_back(gpus)
+                    outcome = Outcome(job, gpus, code, time.monotonic() - t0, started)
+                    outcomes[index] = outcome
+                    said, ok, trained = (describe(outcome) if describe else
+                                         (f"[amdnn] {job.label}: exit status {code}", code == 0, code == 0))
+                    line.finished += ok
+                    line.failed += not ok
+                    if trained:
+                        line.trained.append(outcome.seconds)
+                    line.say(said)
+                line.show(line.text({i: (r[2], r[3]) for i, r in running.items()}, len(waiting)))
+                time.sleep(poll_s)
+        except KeyboardInterrupt:  # SIGINT through a handler not ours (StopSignals records only where none is set)
+            signals.note(signal.SIGINT)
         if line.tty:
             out.write("\n")
-    return [outcomes[j.index] for j in jobs]
+        if signals.first is None:
+            return [outcomes[j.index] for j in jobs]
+        # still inside: a Ctrl-C while the cells stop or while this says how they ended is counted, not raised
+        killed = _stop_all([r[1] for r in running.values()], signals, line)
+        stopped = [(Outcome(job, gpus, proc.returncode, time.monotonic() - t0, started), proc.pid in killed)
+                   for job, proc, gpus, t0, started in running.values()]
+        for outcome, was_killed in stopped:
+            line.say(describe_stop(outcome, was_killed) if describe_stop else
+                     f"[amdnn] {outcome.job.label}: " + ("killed" if was_killed else
+                                                         f"stopped (exit status {outcome.returncode})"))
+        for job in waiting:
+            line.say(f"[amdnn] {job.label}: not started")
+        raise Stopped(signals.first, stopped, waiting)
 
 
 def _start(job: Job, gpus: tuple[str, ...]) -> subprocess.Popen:
@@ -154,20 +164,25 @@ def _start(job: Job, gpus: tuple[str, ...]) -> subprocess.Popen:
                                 start_new_session=True)
 
 
-def _stop_all(procs: list[subprocess.Popen], signum: int, line: SweepLine) -> None:
-    """Send `signum` to each cell's process group (its run_cell and training process), as a terminal would; wait for
-    them to checkpoint and leave. A second Ctrl-C kills what is left."""
-    line.say(f"[amdnn] stopping {len(procs)} running cell(s) at their next checkpoint (Ctrl-C again to kill them now)")
+def _stop_all(procs: list[subprocess.Popen], signals: StopSignals, line: SweepLine, poll_s: float = 0.1) -> set[int]:
+    """Send the stop signal to each cell's process group (its run_cell and training process), as a terminal would;
+    wait for them to checkpoint and leave. A second Ctrl-C (or SIGTERM) kills what is left: the pids killed."""
+    line.say(f"[amdnn] {signals.name()}: stopping {len(procs)} running cell(s) at their next checkpoint "
+             f"(Ctrl-C again to kill them now)")
     for proc in procs:
-        _signal_group(proc, signum)
-    try:
-        for proc in procs:
-            proc.wait()
-    except KeyboardInterrupt:
-        for proc in procs:
-            _signal_group(proc, signal.SIGKILL)
-        for proc in procs:
-            proc.wait()
+        _signal_group(proc, signals.first)
+    while any(proc.poll() is None for proc in procs):
+        if signals.again():
+            left = [proc for proc in procs if proc.poll() is None]
+            line.say(f"[amdnn] {signals.name()} again: killing the {len(left)} cell(s) still running; each resumes "
+                     f"from its last checkpoint")
+            for proc in left:
+                _signal_group(proc, signal.SIGKILL)
+            for proc in left:
+                proc.wait()
+            return {proc.pid for proc in left}
+        time.sleep(poll_s)
+    return set()
 
 
 def _signal_group(proc: subprocess.Popen, signum: int) -> None:

@@ -20,26 +20,29 @@ from orchestrator.sweep.local_launcher import JOB_RESULT
 from orchestrator.sweep.parallel import Job, run_jobs
 from tests.orchestrator.helpers import REPO, env, launch
 
-# A stand-in cell: records its CUDA_VISIBLE_DEVICES, start and end, and the signals it got; exits with argv[3].
+# A stand-in cell: records its CUDA_VISIBLE_DEVICES, start and end, and the signals it got; exits with argv[3]. Its
+# "checkpoint" on a stop signal takes argv[4] seconds (0.2 unless given).
 STAND_IN = r"""
 import json, os, signal, sys, time
 record, seconds, code = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+checkpoint_s = float(sys.argv[4]) if len(sys.argv) > 4 else 0.2
 got = []
 signal.signal(signal.SIGINT, lambda s, f: got.append("SIGINT"))
+signal.signal(signal.SIGTERM, lambda s, f: got.append("SIGTERM"))
 t0 = time.time()
 open(record + ".started", "w").close()
 while time.time() < t0 + seconds and not got:
     time.sleep(0.02)
-time.sleep(0.2)  # a second signal, if one were sent, would arrive here
+time.sleep(checkpoint_s)  # a second signal, if one were sent, would arrive here
 json.dump({"gpus": os.environ["CUDA_VISIBLE_DEVICES"], "start": t0, "end": time.time(), "signals": got},
           open(record, "w"))
 sys.exit(130 if got else code)
 """
 
 
-def _stand_ins(tmp_path: Path, seconds: float, codes: list[int]) -> list[Job]:
-    return [Job(i, f"cell {i}", [sys.executable, "-c", STAND_IN, str(tmp_path / f"{i}.json"), str(seconds), str(c)],
-                tmp_path / f"{i}.log") for i, c in enumerate(codes)]
+def _stand_ins(tmp_path: Path, seconds: float, codes: list[int], checkpoint_s: float = 0.2) -> list[Job]:
+    return [Job(i, f"cell {i}", [sys.executable, "-c", STAND_IN, str(tmp_path / f"{i}.json"), str(seconds), str(c),
+                                 str(checkpoint_s)], tmp_path / f"{i}.log") for i, c in enumerate(codes)]
 
 
 def _most_at_once(intervals: list[tuple[float, float]]) -> int:
@@ -73,32 +76,73 @@ DRIVER = r"""
 import sys
 from pathlib import Path
 from orchestrator.sweep.gpu_pool import GpuPool
-from orchestrator.sweep.parallel import run_jobs
+from orchestrator.sweep.parallel import Stopped, run_jobs
 from tests.orchestrator.test_parallel_sweep import _stand_ins
 try:
-    run_jobs(_stand_ins(Path(sys.argv[1]), 60, [0, 0, 0]), GpuPool(("f0", "f1"), 1), poll_s=0.02)
-except KeyboardInterrupt:
-    print("interrupted after the cells stopped", flush=True)
-    sys.exit(130)
+    run_jobs(_stand_ins(Path(sys.argv[1]), 60, [0, 0, 0], float(sys.argv[2])), GpuPool(("f0", "f1"), 1), poll_s=0.02)
+except Stopped as stop:
+    print(f"stopped after the cells stopped: {stop.code}", flush=True)
+    raise
 """
 
 
-def test_ctrl_c_reaches_every_running_cell_once_and_starts_no_other(tmp_path):
+def _driver(tmp_path: Path, checkpoint_s: float = 0.2) -> subprocess.Popen:
+    """run_jobs over three stand-ins on two fake GPUs, in a process of its own, once the first two have started."""
     # SIGINT as a terminal gives it: a test run started in the background (CI) would hand its children SIGINT ignored
-    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path)], cwd=REPO, env=env(),
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path), str(checkpoint_s)], cwd=REPO, env=env(),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 30
     while not ((tmp_path / "0.json.started").exists() and (tmp_path / "1.json.started").exists()):
         assert time.time() < deadline and driver.poll() is None, driver.communicate()[0]
         time.sleep(0.05)
+    return driver
+
+
+def test_ctrl_c_reaches_every_running_cell_once_and_starts_no_other(tmp_path):
+    driver = _driver(tmp_path)
     driver.send_signal(signal.SIGINT)  # to the launcher alone: the cells run in sessions of their own
     out = driver.communicate(timeout=30)[0]
     assert driver.returncode == 130, out
-    assert "stopping 2 running cell(s) at their next checkpoint" in out and "interrupted after the cells stopped" in out
+    assert "stopping 2 running cell(s) at their next checkpoint" in out
+    assert "stopped after the cells stopped: 130" in out
     for i in (0, 1):
         assert json.loads((tmp_path / f"{i}.json").read_text())["signals"] == ["SIGINT"]
     assert not (tmp_path / "2.json.started").exists()
+    assert "[amdnn] cell 0: stopped (exit status 130)" in out and "[amdnn] cell 2: not started" in out
+    assert "Traceback" not in out
+
+
+def test_sigterm_stops_every_running_cell_and_says_how_each_ended(tmp_path):
+    driver = _driver(tmp_path)
+    driver.send_signal(signal.SIGTERM)
+    out = driver.communicate(timeout=30)[0]
+    assert driver.returncode == 128 + signal.SIGTERM, out
+    assert "SIGTERM: stopping 2 running cell(s)" in out and "[amdnn] cell 1: stopped (exit status 130)" in out
+    for i in (0, 1):
+        assert json.loads((tmp_path / f"{i}.json").read_text())["signals"] == ["SIGTERM"]
+    assert "Traceback" not in out
+
+
+def test_a_second_ctrl_c_kills_the_cells_without_a_traceback_and_a_doubled_one_does_not(tmp_path):
+    """`timeout -s INT` sends SIGINT to the launcher and to its process group: one stop delivered twice, which must
+    stop the cells at their checkpoint; a Ctrl-C pressed again later kills them. Neither leaves a traceback."""
+    doubled = _driver(tmp_path / "doubled", checkpoint_s=2.0)
+    doubled.send_signal(signal.SIGINT)
+    doubled.send_signal(signal.SIGINT)
+    out = doubled.communicate(timeout=30)[0]
+    assert doubled.returncode == 130 and "killing" not in out and "Traceback" not in out, out
+    assert all(json.loads((tmp_path / "doubled" / f"{i}.json").read_text())["signals"] for i in (0, 1))
+
+    again = _driver(tmp_path / "again", checkpoint_s=30.0)
+    again.send_signal(signal.SIGINT)
+    time.sleep(1.5)
+    t0 = time.time()
+    again.send_signal(signal.SIGINT)
+    out = again.communicate(timeout=30)[0]
+    assert time.time() - t0 < 10 and again.returncode == 130, out
+    assert "SIGINT again: killing" in out and "[amdnn] cell 0: killed" in out and "Traceback" not in out, out
+    assert not any((tmp_path / "again" / f"{i}.json").exists() for i in (0, 1))  # killed before their "checkpoint"
 
 
 def test_launch_runs_cells_side_by_side_on_fake_gpus_and_a_rerun_trains_nothing(tmp_path):
