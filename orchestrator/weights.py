@@ -21,11 +21,14 @@ from typing import Any, Mapping
 import numpy as np
 import yaml
 
+from orchestrator.cell import record
 from orchestrator.common import paths
+from orchestrator.common.cellfiles import FINAL_WEIGHTS
 from orchestrator.config.cell import CellConfig, resolve
 
-CONFIG_ARTIFACT = "record/config.yaml"
-WEIGHTS_ARTIFACT = "weights/final_weights.npz"
+# Where orchestrator.cell.artifacts logs them: its record/ and weights/ parts, under the names the cell writes.
+CONFIG_ARTIFACT = f"record/{record.CONFIG}"
+WEIGHTS_ARTIFACT = f"weights/{FINAL_WEIGHTS}"
 
 
 def client(tracking_uri: str | None) -> Any:
