@@ -54,9 +54,11 @@ def baselines(cells: Sequence[Sequence[Row]]) -> list[int | None]:
     for runs in cells:
         found = None
         if runs:
-            key = comparable(runs[0].setting)
-            found = next((candidates[(m, key)] for m in REFERENCE_MULTS
-                          if (m, key) in candidates and m != runs[0].mult), None)
+            key, own = comparable(runs[0].setting), runs[0].mult
+            # native is the baseline of everything, acc32 too (against native); native has none, so the pair
+            # native/acc32 is listed once, not again with its sign turned
+            allowed = REFERENCE_MULTS[:REFERENCE_MULTS.index(own)] if own in REFERENCE_MULTS else REFERENCE_MULTS
+            found = next((candidates[(m, key)] for m in allowed if (m, key) in candidates), None)
         out.append(found)
     return out
 

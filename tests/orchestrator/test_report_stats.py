@@ -194,3 +194,15 @@ def test_curves_show_the_seeds_spread_and_partial_runs_in_one_colour_per_column(
     page = (tmp_path / "r" / "report.html").read_text()
     hex_of = {label: "#" + "".join(f"{round(255 * c):02x}" for c in colour[:3]) for label, colour in colours.items()}
     assert page.count(f"background:{hex_of['am16']}'></span>am16</th>") == 2   # the same colour in both tables
+
+
+def test_native_is_the_baseline_and_acc32_is_compared_with_it_once():
+    """native has no baseline (it is the baseline); acc32 is compared with native, not native with acc32 as well (the
+    same number twice with its sign turned); every other multiplier with native, else with acc32."""
+    from types import SimpleNamespace
+
+    def cell(mult, epochs="3"):
+        return [SimpleNamespace(mult=mult, setting={"model": "resnet18", "train.epochs": epochs, "mult.name": mult})]
+
+    row = [cell("native"), cell("acc32"), cell("am16"), cell("am32", "20"), cell("acc32", "20")]
+    assert compare.baselines(row) == [None, 0, 0, 4, None]

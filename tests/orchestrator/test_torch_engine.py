@@ -141,3 +141,34 @@ def test_a_torch_cell_never_loads_tensorflow(tmp_path):
     status, accuracy, loaded = result.stdout.split("RESULT ")[-1].split()
     assert status == "finished" and float(accuracy) > 0.5  # it trained (chance is 0.1)
     assert loaded == "False", "the torch cell's process imported tensorflow"
+
+
+SATURATED = """
+import os
+os.environ["KERAS_BACKEND"] = "torch"
+import keras, numpy as np, torch
+from models import optim
+from orchestrator.cell.engines.torch_engine import TorchEngine
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation="softmax")])
+kernel = np.zeros((4, 3), np.float32)
+kernel[:, 0] = 100.0                          # class 0's logit 400, the others 0: the softmax saturated on class 0
+model.layers[-1].kernel.assign(kernel)
+optimizer = optim.make_optimizer({"optimizer": {"name": "sgd", "lr": 0.1}})
+optimizer.build(model.trainable_variables)
+steps = TorchEngine(0).compile(model, optimizer, 0.0, 2)
+loss, grad_norm, hits = steps.train_step(np.ones((2, 4), np.float32), np.array([1, 2], np.int32), 0.1).result()
+print("RESULT", loss, grad_norm, hits)
+"""
+
+
+def test_torch_loss_is_taken_from_the_logits():
+    """A softmax saturated on a wrong class still has a gradient: the loss is the cross-entropy of the logits (400 per
+    image here), as the TensorFlow engine's Keras loss takes it, not of the probabilities clipped at 1e-7 (16.1, and a
+    zero gradient), which left ResNet-50 stuck at 29 % on a GPU."""
+    proc = subprocess.run([PYTHON, "-c", SATURATED], cwd=REPO, env=env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    loss, grad_norm, hits = (float(v) for v in proc.stdout.split("RESULT ")[-1].split())
+    assert abs(loss - 400.0) < 1e-3 and hits == 0
+    # d(loss)/d(logits) = (softmax - onehot) / 2 per image: (1, -1, 0) / 2 and (1, 0, -1) / 2. With inputs of ones,
+    # each of the 4 kernel rows and the bias get their sum (1, -0.5, -0.5): norm sqrt(5 x 1.5).
+    assert abs(grad_norm - 7.5 ** 0.5) < 1e-5, grad_norm
