@@ -2,6 +2,8 @@
 (device, host, job id, ops build) and the dataset input that fills the dashboard's Dataset column.
 
 Set by the training process at each attempt (a resumed cell may run on another node, another device, another build).
+What depends on the engine (its GPUs, its ops build, its framework's CUDA) each engine's module answers
+(orchestrator.cell.engines.module).
 """
 from __future__ import annotations
 
@@ -14,11 +16,9 @@ from typing import Any
 from models.datasets.locate import find_files
 from models.datasets.registry import get_spec
 from ops.build import cpu_target
-from ops.tf_binding.library import library, loaded_build
 
+from orchestrator.cell import engines
 from orchestrator.common.cellfiles import job_id
-
-NATIVE_BUILD = "none (mult=native: TensorFlow's own ops)"
 
 
 def cpu_model() -> str:
@@ -34,33 +34,14 @@ def cpu_model() -> str:
 
 def device(engine: str = "tensorflow") -> str:
     """'gpu: <name>' where the engine trains on a GPU, else 'cpu: <x86-64 level the ops run at> (<model name>)'."""
-    if engine == "torch":
-        import torch  # the torch engine's process has it loaded already
-
-        if torch.cuda.is_available():
-            count = torch.cuda.device_count()
-            return f"gpu: {torch.cuda.get_device_name(0)}" + (f" (x{count})" if count > 1 else "")
-        return f"cpu: {cpu_target()[0]} ({cpu_model()})"
-    import tensorflow as tf  # the TensorFlow engine's process has it loaded already
-
-    gpus = tf.config.list_physical_devices("GPU")
-    if gpus:
-        name = tf.config.experimental.get_device_details(gpus[0]).get("device_name", gpus[0].name)
-        return f"gpu: {name}" + (f" (x{len(gpus)})" if len(gpus) > 1 else "")
-    return f"cpu: {cpu_target()[0]} ({cpu_model()})"
+    gpu = engines.module(engine).gpu_name()  # the engine's framework, loaded already in its cell's process
+    return f"gpu: {gpu}" if gpu else f"cpu: {cpu_target()[0]} ({cpu_model()})"
 
 
 def ops_build(simulated: bool, engine: str = "tensorflow") -> str:
-    """The ops build the run used: its cache folder name (CPU target, TensorFlow or torch, [CUDA], key)."""
-    if not simulated:
-        return NATIVE_BUILD if engine == "tensorflow" else "none (mult=native: torch's own ops)"
-    if engine == "torch":
-        from ops.build.torch_library import load  # the torch engine's binding, loaded already by its layers
-
-        return Path(load().library).parent.name
-    library()
-    info = loaded_build()
-    return Path(info.library).parent.name if info else "unknown"
+    """The ops build the run used: its cache folder name (CPU target, TensorFlow or torch, [CUDA], key), or the
+    engine's NATIVE_BUILD where the run simulates no multiplier."""
+    return engines.module(engine).ops_build(simulated)
 
 
 def nvml_facts(nvml: Any = None) -> dict[str, str]:
@@ -83,28 +64,8 @@ def nvml_facts(nvml: Any = None) -> dict[str, str]:
 def gpu_facts(simulated: bool, engine: str = "tensorflow") -> dict[str, str]:
     """On a GPU: the driver and its CUDA (NVML), the CUDA the framework was built with, and the CUDA release and
     architectures of the ops' GPU kernels; {} on a machine where the engine sees no GPU."""
-    if engine == "torch":
-        import torch  # the torch engine's process has it loaded already
-
-        if not torch.cuda.is_available():
-            return {}
-        facts = {**nvml_facts(), "amdnn.torch_cuda": str(torch.version.cuda)}
-        if simulated:
-            from ops.build.torch_library import load  # loaded already by the torch engine's layers
-
-            info = load()
-            facts["amdnn.ops_cuda"] = f"CUDA {info.cuda} for {info.cuda_arch}"
-        return facts
-    import tensorflow as tf  # the TensorFlow engine's process has it loaded already
-
-    if not tf.config.list_physical_devices("GPU"):
-        return {}
-    facts = {**nvml_facts(), "amdnn.tensorflow_cuda": str(tf.sysconfig.get_build_info().get("cuda_version", "?"))}
-    if simulated:
-        info = loaded_build()
-        if info is not None:
-            facts["amdnn.ops_cuda"] = f"CUDA {info.cuda} for {info.cuda_arch}"
-    return facts
+    framework = engines.module(engine).gpu_facts(simulated)  # {} where the engine sees no GPU
+    return {**nvml_facts(), **framework} if framework else {}
 
 
 def attempt_tags(simulated: bool, engine: str = "tensorflow") -> dict[str, str]:

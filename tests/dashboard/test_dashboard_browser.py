@@ -50,6 +50,8 @@ def dashboard(finished_grid, report_run):
     mlflow = Path(sys.executable).with_name("mlflow")
     server = subprocess.Popen([str(mlflow), "ui", "--backend-store-uri", finished_grid.uri, "--host", "127.0.0.1",
                                "--port", str(port), "--workers", "1"], cwd=finished_grid.root,
+                              # no job runners: eight more processes importing MLflow, for jobs no test asks of it
+                              env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
                               stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:

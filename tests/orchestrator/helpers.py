@@ -6,8 +6,9 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence, TypeVar
 
 import numpy as np
 
@@ -133,6 +134,17 @@ def launch(tmp_path, *args: str, timeout: int = 400, environment: dict | None = 
     overrides = [f"checkpoint_root={tmp_path / 'ck'}", f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}"]
     return subprocess.run([PYTHON, str(REPO / "launch.py"), *args, *overrides], cwd=tmp_path,
                           env=environment or env(), capture_output=True, text=True, timeout=timeout)
+
+
+T = TypeVar("T")
+
+
+def side_by_side(*calls: Callable[[], T]) -> list[T]:
+    """Each call (a launch or a cell in a subprocess of its own) at once, their results in order; an assertion one
+    raised is raised here. The CI machine has two cores, and one launch keeps about one of them busy (imports, Python,
+    small batches), so two independent launches take little more time side by side than one alone."""
+    with ThreadPoolExecutor(len(calls)) as pool:
+        return [future.result() for future in [pool.submit(call) for call in calls]]
 
 
 def record_run(workdir: Workdir, accuracy: float | None, *overrides: str, tagged: bool = True,

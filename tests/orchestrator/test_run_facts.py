@@ -40,6 +40,8 @@ def test_a_missing_driver_is_said_not_guessed():
 
 def test_a_cpu_attempt_has_no_gpu_facts():
     tags = run_facts.attempt_tags(simulated=False)
+    from orchestrator.cell.engines import tf_engine  # TensorFlow, as attempt_tags loaded it for its engine
+
     assert tags["amdnn.device"].startswith("cpu: x86-64")
-    assert tags["amdnn.ops_build"] == run_facts.NATIVE_BUILD
+    assert tags["amdnn.ops_build"] == tf_engine.NATIVE_BUILD == "none (mult=native: TensorFlow's own ops)"
     assert not any(key.startswith(("amdnn.gpu", "amdnn.ops_cuda", "amdnn.tensorflow_cuda")) for key in tags)

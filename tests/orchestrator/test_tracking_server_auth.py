@@ -12,12 +12,13 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from orchestrator.tracking.server_access import server_problem
-from tests.orchestrator.helpers import PYTHON, REPO, env
+from tests.orchestrator.helpers import PYTHON, REPO, env, side_by_side
 
 ADMIN, ADMIN_PASSWORD = "admin", "admin-password-for-the-test-9f3"
 USER, PASSWORD = "alice", "alice-password-for-the-test-41c"
@@ -30,12 +31,19 @@ def _request(uri: str, path: str, body: dict, auth: tuple[str, str] | None) -> i
     if auth:
         request.add_header("Authorization", "Basic " + base64.b64encode(":".join(auth).encode()).decode())
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=60) as response:  # a busy 2-core machine answers late
             return response.status
     except urllib.error.HTTPError as e:
         return e.code
-    except urllib.error.URLError:
-        return 0  # not listening (yet)
+
+
+def _answers(uri: str) -> bool:
+    """Whether the server answers its health check (no credentials needed) within 10 s."""
+    try:
+        with urllib.request.urlopen(uri + "/health", timeout=10) as response:
+            return response.status == 200
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return False  # not listening, or not answering, yet
 
 
 @pytest.fixture(scope="module")
@@ -53,18 +61,25 @@ def server(tmp_path_factory):
                              "--backend-store-uri", f"sqlite:///{root / 'store.db'}", "--host", "127.0.0.1",
                              "--port", str(port), "--workers", "1"],
                             env={**env(), "MLFLOW_AUTH_CONFIG_PATH": str(root / "auth.ini"),
-                                 "MLFLOW_FLASK_SERVER_SECRET_KEY": os.urandom(16).hex()}, stdout=log,
+                                 "MLFLOW_FLASK_SERVER_SECRET_KEY": os.urandom(16).hex(),
+                                 # no job runners: eight more processes importing MLflow, for jobs no test asks of it
+                                 "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}, stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True, cwd=root)  # its mlartifacts/ there
     uri = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 180
-    while _request(uri, "/api/2.0/mlflow/users/create", {"username": USER, "password": PASSWORD},
-                   (ADMIN, ADMIN_PASSWORD)) != 200:
-        assert proc.poll() is None and time.time() < deadline, (root / "server.log").read_text()[-3000:]
-        time.sleep(1)
-    # The grid's user may create experiments and runs (NO_PERMISSIONS is the default for everyone else's).
-    yield uri
-    os.killpg(proc.pid, 15)
-    proc.wait(timeout=30)
+    try:  # the server stopped however the fixture ends, a failed start included
+        deadline = time.time() + 180
+        while not _answers(uri):
+            assert proc.poll() is None and time.time() < deadline, (root / "server.log").read_text()[-3000:]
+            time.sleep(1)
+        # Once only: a creation retried after a timeout would find the user made and never answer 200.
+        created = _request(uri, "/api/2.0/mlflow/users/create", {"username": USER, "password": PASSWORD},
+                           (ADMIN, ADMIN_PASSWORD))
+        assert created == 200, (created, (root / "server.log").read_text()[-3000:])
+        # The grid's user may create experiments and runs (NO_PERMISSIONS is the default for everyone else's).
+        yield uri
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(timeout=30)
 
 
 def _home(tmp_path: Path, password: str | None, mode: int = 0o600) -> Path:
@@ -90,6 +105,21 @@ def _launch(tmp_path: Path, home: Path, uri: str, *args: str) -> subprocess.Comp
                           text=True, timeout=900)
 
 
+# The module's launches: name -> (the password in its ~/.mlflow/credentials, that file's mode, launch.py's arguments).
+LAUNCHES = {"readable": (PASSWORD, 0o644, ("-m", "mult=native,am16")),
+            "wrong": ("not-the-password", 0o600, ("mult=native",)),
+            "accepted": (PASSWORD, 0o600, ("-m", "mult=native,am16"))}
+
+
+@pytest.fixture(scope="module")
+def launched(server, tmp_path_factory) -> dict[str, tuple[Path, subprocess.CompletedProcess]]:
+    """Each of LAUNCHES against the server, all side by side, each in a folder of its own: name -> (folder, result)."""
+    roots = {name: tmp_path_factory.mktemp(name) for name in LAUNCHES}
+    results = side_by_side(*(partial(_launch, roots[name], _home(roots[name], password, mode), server, *args)
+                             for name, (password, mode, args) in LAUNCHES.items()))
+    return {name: (roots[name], result) for name, result in zip(LAUNCHES, results)}
+
+
 def test_a_client_without_credentials_is_refused(server, tmp_path, monkeypatch):
     assert _request(server, "/api/2.0/mlflow/experiments/search", {"max_results": 1}, None) == 401
     assert _request(server, "/api/2.0/mlflow/experiments/search", {"max_results": 1}, (USER, "wrong")) == 401
@@ -101,23 +131,26 @@ def test_a_client_without_credentials_is_refused(server, tmp_path, monkeypatch):
     assert problem and "refused" in problem and "without credentials" in problem and "401" in problem
 
 
-def test_a_password_file_others_can_read_stops_the_launch(server, tmp_path):
-    result = _launch(tmp_path, _home(tmp_path, PASSWORD, mode=0o644), server, "-m", "mult=native,am16")
+def test_a_password_file_others_can_read_stops_the_launch(launched):
+    """A grid whose ~/.mlflow/credentials others can read is refused (exit 2, the chmod that fixes it) untrained."""
+    tmp_path, result = launched["readable"]
     assert result.returncode == 2, result.stderr[-3000:]
     assert "chmod 600" in result.stderr and "sweep refused" in result.stderr
     assert not (tmp_path / "ck").exists()  # nothing trained
 
 
-def test_a_wrong_password_stops_the_launch(server, tmp_path):
-    result = _launch(tmp_path, _home(tmp_path, "not-the-password"), server, "mult=native")
+def test_a_wrong_password_stops_the_launch(launched):
+    """A launch whose password the server refuses stops (exit 2, the user and the HTTP 401 said) untrained."""
+    tmp_path, result = launched["wrong"]
     assert result.returncode == 2, result.stderr[-3000:]
     assert "refused a request as 'alice' (HTTP 401)" in result.stderr
     assert not (tmp_path / "ck").exists()
 
 
-def test_a_grid_with_the_users_credentials_is_accepted(server, tmp_path):
-    home = _home(tmp_path, PASSWORD)
-    result = _launch(tmp_path, home, server, "-m", "mult=native,am16")
+def test_a_grid_with_the_users_credentials_is_accepted(server, launched):
+    """A grid of two cells with the user's credentials in a mode-600 file runs (the password printed nowhere), and
+    both cells' runs are on the server, FINISHED and trained."""
+    _, result = launched["accepted"]
     assert result.returncode == 0, result.stderr[-3000:]
     assert PASSWORD not in result.stdout + result.stderr
     # The runs are on the server, readable with the user's credentials: both cells finished and trained.

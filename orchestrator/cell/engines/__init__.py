@@ -13,14 +13,23 @@ The trainer reads a step's numbers after it has launched the next step, so a GPU
 prepares a batch.
 tensorflow: a tf.function step (orchestrator.cell.engines.tf_engine); torch: an eager step on the CPU and the same
 step captured once as a CUDA graph on a GPU (orchestrator.cell.engines.torch_engine).
+
+Each engine's module answers the same names, which module(engine) finds (the one place an engine's name leads to its
+code), so that no caller branches on the engine:
+
+    start(seed)                       the engine (above), seeded and deterministic
+    gpu_name()                        the GPU it trains on, "NAME (xN)" for N of them; None where it sees none
+    ops_build(simulated)              the ops build the cell used (its cache folder name), or NATIVE_BUILD
+    gpu_facts(simulated)              the CUDA its framework and the ops' GPU kernels were built with; {} without a GPU
 """
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any, Protocol
 
 import numpy as np
 
-from models.engines import ENGINES, select
+from models.engines import select
 
 
 class PendingStep(Protocol):
@@ -43,15 +52,21 @@ class Engine(Protocol):
     def compile(self, model: Any, optimizer: Any, l2: float, batch_size: int) -> Steps: ...
 
 
-def start(engine: str, seed: int) -> Engine:
-    """Select Keras' backend `engine` (refused if Keras already runs another), seed it and make its kernels
-    deterministic. TensorFlow and torch are imported here only: the supervising parent never loads either."""
+def module(engine: str) -> ModuleType:
+    """`engine`'s module (tf_engine or torch_engine), with `engine` made Keras' backend first (refused if Keras already
+    runs another). TensorFlow and torch are imported here only: the supervising parent never loads either, a torch
+    cell's process never loads TensorFlow."""
     select(engine)
     if engine == "torch":
-        from orchestrator.cell.engines.torch_engine import TorchEngine  # torch only in a torch cell's process
+        from orchestrator.cell.engines import torch_engine  # torch only in a torch cell's process
 
-        return TorchEngine(seed)
-    assert engine in ENGINES
-    from orchestrator.cell.engines.tf_engine import TensorFlowEngine  # TensorFlow only in its cells' processes
+        return torch_engine
+    from orchestrator.cell.engines import tf_engine  # TensorFlow only in its cells' processes (select refused others)
 
-    return TensorFlowEngine(seed)
+    return tf_engine
+
+
+def start(engine: str, seed: int) -> Engine:
+    """Select Keras' backend `engine` (refused if Keras already runs another), seed it and make its kernels
+    deterministic."""
+    return module(engine).start(seed)

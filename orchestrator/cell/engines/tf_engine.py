@@ -1,5 +1,8 @@
-"""The TensorFlow engine: the cell's step as one tf.function (its variables, seeds and op determinism TensorFlow's)."""
+"""The TensorFlow engine: the cell's step as one tf.function (its variables, seeds and op determinism TensorFlow's),
+and what a run records of TensorFlow's devices and the ops build it loaded (orchestrator.cell.run_facts asks)."""
 from __future__ import annotations
+
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -7,6 +10,45 @@ import tensorflow as tf
 
 import ops
 from models import optim
+from ops.tf_binding.library import library, loaded_build
+
+NATIVE_BUILD = "none (mult=native: TensorFlow's own ops)"  # the ops build a cell without a simulated multiplier records
+
+
+def start(seed: int) -> "TensorFlowEngine":
+    """The TensorFlow engine, seeded with `seed`, its ops deterministic."""
+    return TensorFlowEngine(seed)
+
+
+def gpu_name() -> str | None:
+    """The GPU TensorFlow trains on, "NAME (xN)" for N of them; None where it sees none."""
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        return None
+    name = tf.config.experimental.get_device_details(gpus[0]).get("device_name", gpus[0].name)
+    return name + (f" (x{len(gpus)})" if len(gpus) > 1 else "")
+
+
+def ops_build(simulated: bool) -> str:
+    """The ops' TensorFlow library the run used: its cache folder name (CPU target, TensorFlow, [CUDA], key)."""
+    if not simulated:
+        return NATIVE_BUILD
+    library()
+    info = loaded_build()
+    return Path(info.library).parent.name if info else "unknown"
+
+
+def gpu_facts(simulated: bool) -> dict[str, str]:
+    """The CUDA TensorFlow was built with, and the CUDA release and architectures of the ops' GPU kernels; {} where
+    TensorFlow sees no GPU."""
+    if not tf.config.list_physical_devices("GPU"):
+        return {}
+    facts = {"amdnn.tensorflow_cuda": str(tf.sysconfig.get_build_info().get("cuda_version", "?"))}
+    if simulated:
+        info = loaded_build()
+        if info is not None:
+            facts["amdnn.ops_cuda"] = f"CUDA {info.cuda} for {info.cuda_arch}"
+    return facts
 
 
 class TensorFlowEngine:

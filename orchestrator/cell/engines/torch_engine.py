@@ -14,10 +14,14 @@ while the host prepared the next batch (docs/performance.md, "A cell's steps on 
 
 Determinism: torch.use_deterministic_algorithms (cuDNN's deterministic algorithms, no autotuning, no TF32;
 cuBLAS with a fixed workspace, set by models.engines.select), Keras' seeds from the cell's seed; a replay gives the bits of the eager step.
+
+What a run records of torch's devices and the ops build it loaded: gpu_name, ops_build, gpu_facts below
+(orchestrator.cell.run_facts asks).
 """
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import keras  # the engine's backend was selected (models.engines.select) before this module is imported
 import numpy as np
@@ -25,11 +29,13 @@ import torch
 
 from models import optim
 from ops import torch_ops
+from ops.build.torch_library import load
 
 from orchestrator.cell.engines.torch_update import for_optimizer
 
 WARMUP = 3  # eager steps on a side stream before capture, as torch.cuda.graphs asks
 IN_FLIGHT = 4  # pinned result slots: the trainer reads a step's numbers before it launches the second step after it
+NATIVE_BUILD = "none (mult=native: torch's own ops)"  # the ops build a cell without a simulated multiplier records
 
 
 class PendingStep:
@@ -58,6 +64,36 @@ def _seed(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+
+
+def start(seed: int) -> "TorchEngine":
+    """The torch engine, seeded with `seed`, its kernels deterministic (the backend selected already)."""
+    return TorchEngine(seed)
+
+
+def gpu_name() -> str | None:
+    """The GPU torch trains on, "NAME (xN)" for N of them; None where it sees none."""
+    if not torch.cuda.is_available():
+        return None
+    count = torch.cuda.device_count()
+    return torch.cuda.get_device_name(0) + (f" (x{count})" if count > 1 else "")
+
+
+def ops_build(simulated: bool) -> str:
+    """The ops' PyTorch binding the run used: its cache folder name (CPU target, torch, [CUDA], key)."""
+    return Path(load().library).parent.name if simulated else NATIVE_BUILD  # loaded already by the AM layers
+
+
+def gpu_facts(simulated: bool) -> dict[str, str]:
+    """The CUDA torch was built with, and the CUDA release and architectures of the ops' GPU kernels; {} where torch
+    sees no GPU."""
+    if not torch.cuda.is_available():
+        return {}
+    facts = {"amdnn.torch_cuda": str(torch.version.cuda)}
+    if simulated:
+        info = load()
+        facts["amdnn.ops_cuda"] = f"CUDA {info.cuda} for {info.cuda_arch}"
+    return facts
 
 
 class TorchEngine:
