@@ -5,16 +5,17 @@ A built-in mode carries its figures in the registry (ops.modes.multipliers.MODES
 them; a table (`lut:<file>`) carries them in a side file next to it, `<table stem>.cost.json`:
 
     {
-      "power": 0.52, "area": 0.61, "delay": 0.80, "energy": 0.52,
-      "source": "EvoApproxLib d321f7f6 (Mrazek et al., TVLSI 2018): mul8s_1L2H against mul8s_1KV8, PDK45 synthesis",
+      "power": 0.7082, "area": 0.7658, "delay": 0.9189,
+      "source": "EvoApproxLib d321f7f6 (Mrazek et al., IEEE TVLSI 2018), PDK45 synthesis",
       "reference": "mul8s_1KV8",
-      "absolute": {"power_mW": 0.221, "area_um2": 446.3, "delay_ns": 1.18}
+      "absolute": {"pwr_mW": 0.301, "area_um2": 558.9, "delay_ns": 1.36}
     }
 
-Every figure is optional (what the source does not give stays absent, never guessed) but `source` is required as soon
-as one is given; `reference` (the exact design the figures are relative to) and `absolute` (the published numbers, in
-units of the source's choosing) are kept as they are for the reader. A figure is a positive number: 0.52 means 52 % of
-the exact multiplier's. Nothing here changes what a multiplier computes, so none of it is part of a cell's identity.
+(mul8s_1L2H against the exact mul8s_1KV8: 0.301 / 0.425 mW, 558.9 / 729.8 um^2, 1.36 / 1.48 ns; EvoApproxLib gives no
+energy, so this file has none.) Every figure is optional (what the source does not give stays absent, never guessed)
+but `source` is required as soon as one is given; `reference` (the exact design the figures are relative to) and
+`absolute` (the published numbers, in units of the source's choosing) are kept as they are for the reader. A figure
+is a positive number: 0.7 means 70 % of the exact multiplier's. Nothing here changes what a multiplier computes, so none of it is part of a cell's identity.
 """
 from __future__ import annotations
 
