@@ -12,7 +12,7 @@ from orchestrator.config.cell import LAYER_MAP_PARAM, CellConfig, resolve
 from orchestrator.config.identity import base_tags, cell_identity, defining_config, mult_label
 from orchestrator.config.validate import ConfigError, validate
 
-from tests.orchestrator.helpers import TINY, compose, run_data
+from tests.orchestrator.helpers import TINY, compose, launch, record_run, run_data
 
 LUTS = Path(__file__).resolve().parents[1] / "data" / "approxtrain-luts"
 FIRST_LAST = "mult.layers=[{match:first,mult:native},{match:last,mult:native}]"
@@ -42,6 +42,8 @@ def test_identity_is_the_resolved_map():
         "predictions": {"name": "native", "exact_gradients": False}}
     c = validate(kept)
     assert mult_label(c) == "am16 [first,last: native]"
+    # by role, so that one column of the report holds every model under the preset
+    assert mult_label(validate(compose("model=resnet18", "mult.keep=first_last"))) == "am16 [first,last: native]"
     assert base_tags(cell_identity(c), c)["amdnn.mult"] == "am16 [first,last: native]"
 
 
@@ -101,3 +103,19 @@ def test_a_cell_logs_its_layer_map_and_energy(workdir, tmp_path):
     table_text = Path(MlflowClient(workdir.uri).download_artifacts(result.run_id, "layers/layer-map.md",
                                                                    str(tmp_path))).read_text()
     assert "| fc2 | dense |  | 300 | 300x100 | 100 | 30,000 | 59.76 % | lut:HALF.bin |  | 0.500 |" in table_text
+    # the report's columns: the map in the label, beside the same cell without rules
+    from orchestrator.report import table as report
+
+    record_run(workdir, 0.9, *TINY, "train.epochs=1")
+    header = report.markdown(report.collect(workdir.uri, "amdnn")).splitlines()[0]
+    assert header == "| Final test accuracy (digits) | native | native [fc2: lut:HALF.bin] |"
+
+
+def test_a_launch_with_a_bad_rule_submits_nothing(tmp_path):
+    result = launch(tmp_path, "-m", "model=lenet5,resnet18", "mult.layers=[{match:stage4,mult:mit16}]", timeout=120)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "sweep refused, nothing launched" in result.stderr
+    assert "'stage4' matches no layer of lenet5; lenet5's layers are conv1, conv2, fc1, fc2, predictions" \
+        in result.stderr
+    assert not (tmp_path / "ck").exists()
+
