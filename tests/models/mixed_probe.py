@@ -12,6 +12,7 @@ import keras
 
 from models import build_model
 from models.layers import AMConv2D, AMDense
+from models.profile import _passes  # forward+backward of one layer on either backend
 
 OWN = {"conv1": ("native", False), "conv2": ("mit16", False), "fc1": ("am16", True), "predictions": ("am32", False)}
 DEFAULT = ("acc16", False)  # fc2
@@ -38,6 +39,14 @@ def main() -> None:
         expected = keras.ops.convert_to_numpy(reference(keras.ops.convert_to_tensor(values[2 * i])))
         assert np.array_equal(expected, values[2 * i + 1]), f"{layer.name} under {mult} differs from its reference"
         assert np.abs(values[2 * i + 1]).max() > 0, f"{layer.name} computed nothing"
+        # the gradient mode too: both gradients (summed) of the mixed model's layer are its reference's
+        x = keras.ops.convert_to_tensor(values[2 * i])
+        dy = keras.ops.convert_to_tensor(np.random.default_rng(i).standard_normal(expected.shape).astype(np.float32))
+        grads = float(_passes(layer, dy)[1](x))
+        assert grads == float(_passes(reference, dy)[1](x)), f"{layer.name}'s gradients differ from its reference's"
+        if exact:  # and the mode matters: the same multiplier with approximate gradients gives others
+            other = build_model("lenet5", mult, (8, 8, 1), 10, seed=SEED).get_layer(layer.name)
+            assert grads != float(_passes(other, dy)[1](x)), f"{layer.name}: exact gradients changed nothing"
     print(f"same bits on {keras.backend.backend()}")
 
 
