@@ -14,8 +14,20 @@ import argparse
 import sys
 from pathlib import Path
 
+from ops.modes.costs import FIGURES, SIDE_SUFFIX
 from ops.modes.error_stats import OPERANDS, SEED, error_stats
 from ops.modes.multipliers import LUT_DESCRIPTION, LUT_PATTERN, MODES
+
+# Families whose modes carry no figure in the registry, and why: a figure is published only with a source we have
+# checked, never estimated (ops/modes/costs.py).
+NO_FIGURES = {
+    "mbm": "none entered. The MBM's paper (Saadat, Bokhari and Parameswaran, IEEE TCAD 2018) evaluates its hardware, "
+           "but no figure checked against its tables, for this design at this width, has been entered; until one "
+           "is, the mode has none",
+    "mitchell": "none entered. Mitchell's paper (IRE Trans. Electronic Computers, 1962) defines the logarithmic "
+                "multiplication, with no circuit figures; later papers synthesise their own Mitchell-based designs, "
+                "none of which is this bfloat16 / fp32 mode",
+}
 
 DOC_PATH = Path(__file__).resolve().parents[1] / "docs" / "multipliers.md"
 
@@ -56,7 +68,64 @@ def render() -> str:
         bits = "-" if mode.mantissa_bits is None else str(mode.mantissa_bits)
         lines.append(f"| `{mode.name}` | {mode.family} | {bits} | {mode.description} {stats} |")
     lines.append(f"| `{LUT_PATTERN}` | table | 1..7 | {LUT_DESCRIPTION} | - | - | - |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + [""] + _costs()) + "\n"
+
+
+def _costs() -> list[str]:
+    """The section on hardware cost: each mode's figures and their source, or why it has none."""
+    lines = [
+        "## Hardware cost",
+        "",
+        "Power, area, delay and energy per multiply, each relative to the exact multiplier of the same width (1 = as "
+        "costly),",
+        "from `ops/modes/costs.py` and the registry. A run logs its relative multiplication energy "
+        "(`mult_relative_energy`):",
+        "the sum over its layers of multiply-accumulates x the layer multiplier's relative energy, over the network's "
+        "(docs/exploration.md).",
+        "Only figures with a source are given; a mode without one has none, and a run using it logs no energy.",
+        "",
+        "| mode | " + " | ".join(FIGURES) + " | source |",
+        "|---|" + "---|" * len(FIGURES) + "---|",
+    ]
+    for mode in MODES:
+        if mode.cost is not None:
+            figures = " | ".join("-" if v is None else f"{v:g}" for v in mode.cost.figures().values())
+            lines.append(f"| `{mode.name}` | {figures} | {mode.cost.source} |")
+        else:
+            lines.append(f"| `{mode.name}` | " + " | ".join("-" for _ in FIGURES) + f" | {NO_FIGURES[mode.family]} |")
+    lines += [
+        f"| `{LUT_PATTERN}` | " + " | ".join("-" for _ in FIGURES) + f" | the table's side file, `<stem>{SIDE_SUFFIX}` "
+        "beside it (below) |",
+        "",
+        "The exact modes are their width's reference: `acc32` and `native` the exact fp32 multiplier, `acc16` the exact "
+        "bfloat16",
+        "one, `fp16` the IEEE binary16 one. Figures relative to different references do not compare: a 16-bit mode's "
+        "energy of 1",
+        "is not an fp32 multiplier's.",
+        "",
+        f"A table carries its figures in `<stem>{SIDE_SUFFIX}` next to it (`MBM_7.bin` -> `MBM_7{SIDE_SUFFIX}`): "
+        "a JSON object with any of",
+        f"{', '.join(FIGURES)} (positive numbers, relative to the exact multiplier of the table's width), `source` "
+        "(required: the",
+        "publication, or library and commit), and optionally `reference` (the exact design the figures are relative "
+        "to) and",
+        "`absolute` (the source's own numbers, kept as given). For EvoApproxLib's circuits (power in mW, area in um^2 "
+        "on PDK45,",
+        "delay in ns, in its meta.json and each C model's header), a circuit's figures over those of the exact circuit of "
+        "its set;",
+        "mul8s_1L2H against mul8s_1KV8 (0.301 / 0.425 mW, 558.9 / 729.8 um^2, 1.36 / 1.48 ns):",
+        "",
+        "    {\"power\": 0.7082, \"area\": 0.7658, \"delay\": 0.9189, \"reference\": \"mul8s_1KV8\",",
+        "     \"source\": \"EvoApproxLib d321f7f6 (Mrazek et al., IEEE TVLSI 2018), PDK45 synthesis\",",
+        "     \"absolute\": {\"pwr_mW\": 0.301, \"area_um2\": 558.9, \"delay_ns\": 1.36}}",
+        "",
+        "Energy per multiply is given, never derived: EvoApproxLib publishes power, area and delay, not energy, so this "
+        "file",
+        "has none and a run using the table logs no `mult_relative_energy`; a side file gives `energy` where its "
+        "source states",
+        "it, or states the operation rate its power was measured at (energy = power / rate) and says so in `source`.",
+    ]
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,12 +1,15 @@
 """AMDNN models: Keras networks built for a multiplier, the AM layers they use, and the datasets they train on.
 
     models.MODELS / models.names()                      the model names (one list)
-    models.build_model(name, multiplier, input_shape, num_classes, exact_gradients=False, seed=0) -> keras.Model
+    models.build_model(name, multiplier, input_shape, num_classes, exact_gradients=False, seed=0, layers=None)
+                                                        -> keras.Model (layers: {name: (multiplier, exact_gradients)})
+    models.layer_rules.resolve(model, default, rules, keep)   per-layer multipliers from rules (no Keras)
     models.convert_model(model, multiplier, exact_gradients=False) -> keras.Model (same weights)
     models.AMConv2D, models.AMDense                     Conv2D / Dense over ops.conv2d / ops.matmul
     models.datasets                                     DATASETS, load, download, batches, steps_per_epoch
     python -m models.download --dataset mnist --data-dir DIR
     python -m models.profile --model lenet5 --mult am16     every AM layer timed against the native one
+    python -m models.layer_list lenet5 --keep first_last    the layers, shapes, MACs, multipliers and relative energy
 
 Names are resolved on first use, so `models.datasets` and the download command do not import TensorFlow.
 """

@@ -1,13 +1,15 @@
 """LayerMaker: the Conv2D/Dense layers of one model for one multiplier, each initialised from (seed, layer name).
 
 Every architecture builds its weight layers through a LayerMaker, so the same builder gives Keras' own layers for
-"native" and AM layers otherwise, with the same names, layouts and initial values. Each layer's initialiser seed is
+"native" and AM layers otherwise, with the same names, layouts and initial values. A layer named in `layers` takes its own multiplier and gradient mode (per-layer rules,
+models.layer_rules), the others the maker's. Each layer's initialiser seed is
 derived from the model seed and the layer's name rather than from a running counter or Keras' global seed, so
 initial weights do not depend on what else was built earlier in the process.
 """
 
 import dataclasses
 import zlib
+from typing import Mapping
 
 import keras
 
@@ -31,17 +33,23 @@ class LayerMaker:
     multiplier: str  # "native" -> Keras layers; any other mode -> AMConv2D / AMDense
     exact_gradients: bool = False  # passed to the AM layers: gradients with exact products instead of the multiplier
     seed: int = 0  # with each layer name, fixes every initial weight
+    # layer name -> (multiplier, exact_gradients) for the layers that differ from the two above
+    layers: Mapping[str, tuple[str, bool]] = dataclasses.field(default_factory=dict)
+
+    def setting(self, name) -> tuple[str, bool]:
+        """(multiplier, exact_gradients) of the layer `name`."""
+        return self.layers.get(name, (self.multiplier, self.exact_gradients))
 
     def conv(self, name, filters, kernel_size, strides=1, padding="same", use_bias=True, activation=None,
              initializer="he_normal"):
         return layers.conv2d(
-            self.multiplier, self.exact_gradients, name=name, filters=filters, kernel_size=kernel_size,
+            *self.setting(name), name=name, filters=filters, kernel_size=kernel_size,
             strides=strides, padding=padding, use_bias=use_bias, activation=activation,
             kernel_initializer=_seeded(initializer, self.seed, name),
         )
 
     def dense(self, name, units, activation=None, initializer="glorot_uniform"):
         return layers.dense(
-            self.multiplier, self.exact_gradients, name=name, units=units, activation=activation,
+            *self.setting(name), name=name, units=units, activation=activation,
             kernel_initializer=_seeded(initializer, self.seed, name),
         )

@@ -19,8 +19,6 @@ The layers run on the backend's default device: the first GPU where the framewor
 """
 
 import argparse
-import csv
-import io
 import os
 import platform
 import statistics
@@ -38,6 +36,7 @@ if __name__ == "__main__":  # the command: on a machine without a GPU driver, Te
 from ops import NATIVE  # noqa: E402
 
 from models.datasets import DATASETS  # noqa: E402
+from models.layer_list import csv_of, multiply_accumulates, table_lines  # noqa: E402
 from models.registry import MODELS, build_model  # noqa: E402
 
 WARMUP = 2
@@ -133,13 +132,6 @@ def _device_name(tensor) -> str:
     return str(tensor.device).rsplit("device:", 1)[-1]
 
 
-def _multiplies(layer, output_shape) -> int:
-    """Products of one forward pass: every output element sums kernel-size x input-channel products."""
-    kernel = tuple(layer.kernel.shape)
-    per_output = int(np.prod(kernel[:-1]))  # HWI of HWIO, or the input width of a Dense kernel [in, out]
-    return int(np.prod(output_shape)) * per_output
-
-
 def profile_model(model, batch_size: int, repeats: int = REPEATS) -> list[dict]:
     """One dict per AM layer of `model` (COLUMNS) plus a "total" line; empty for a model without AM layers."""
     import keras  # as in native_twin
@@ -162,7 +154,7 @@ def profile_model(model, batch_size: int, repeats: int = REPEATS) -> list[dict]:
         native_forward, native_backward = _time_layer(twin, x, dy, repeats)
         out.append({"layer": layer.name, "kind": type(layer).__name__, "input": "x".join(map(str, x.shape)),
                     "kernel": "x".join(map(str, layer.kernel.shape)),
-                    "mults_per_forward": _multiplies(layer, tuple(y.shape)),
+                    "mults_per_forward": multiply_accumulates(layer.kernel.shape, tuple(y.shape)),
                     "device": _device_name(y),
                     "forward_am_ms": am_forward, "forward_native_ms": native_forward,
                     "backward_am_ms": am_backward, "backward_native_ms": native_backward})
@@ -190,17 +182,11 @@ def markdown(rows: list[dict], title: str) -> str:
     head = ("layer", "kind", "input", "kernel", "multiplies / forward", "device", "forward AM (ms)",
             "forward native (ms)", "forward AM/native", "backward AM (ms)", "backward native (ms)",
             "backward AM/native")
-    lines = [title, "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(_cell(k, r[k]) for k in COLUMNS) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
+    return "\n".join(table_lines(title, head, COLUMNS, rows, _cell)) + "\n"
 
 
 def csv_text(rows: list[dict]) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=COLUMNS)
-    writer.writeheader()
-    writer.writerows(rows)
-    return buffer.getvalue()
+    return csv_of(rows, COLUMNS)
 
 
 def title(model_name: str, multiplier: str, batch_size: int, repeats: int) -> str:

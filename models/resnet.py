@@ -12,9 +12,8 @@ and predictions (s, b and i count from 1).
 import keras
 
 from models.batchnorm import BatchNormalization
-from models.resnet_depths import DEPTHS
-STAGE_FILTERS = (64, 128, 256, 512)
-BOTTLENECK_EXPANSION = 4
+from models.resnet_depths import BOTTLENECK_EXPANSION, DEPTHS, STAGE_FILTERS
+
 # The CIFAR ResNet recipe's batch-norm settings (PyTorch's momentum 0.1 is Keras' 0.9).
 BN_MOMENTUM = 0.9
 BN_EPSILON = 1e-5

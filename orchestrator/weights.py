@@ -55,7 +55,8 @@ def build(cell: CellConfig, weights: Mapping[str, np.ndarray]):
     select(cell.engine)  # before Keras loads; refused if Keras already runs another backend
     spec = get_spec(cell.dataset.name)
     model = build_model(cell.model.name, cell.mult.spec, spec.input_shape, spec.num_classes,
-                        exact_gradients=cell.mult.exact_gradients, seed=cell.seed)
+                        exact_gradients=cell.mult.exact_gradients, seed=cell.seed,
+                        layers=cell.mult.layer_multipliers())
     missing = [v.path for v in model.variables if v.path not in weights]
     extra = sorted(set(weights) - {v.path for v in model.variables})
     if missing or extra:

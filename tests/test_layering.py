@@ -28,15 +28,16 @@ LAYERS: dict[str, list[list[str]]] = {
     "ops": [["atomic"], ["modes"], ["build"],
             ["tf_binding", "torch_binding", "describe", "torch_build", "torch_ops"],
             ["keras_ops", "selftest_frameworks"], ["selftest"]],
-    "ops.modes": [["table_files", "operands"], ["multipliers"], ["reference", "arguments"],
+    "ops.modes": [["table_files", "operands", "costs"], ["multipliers"], ["reference", "arguments"],
                   ["table_make", "error_stats"], ["describe"]],
     "ops.build": [["common"], ["cuda"], ["tf_library", "torch_library"], ["__main__"]],
     "ops.tf_binding": [["library"], ["gradients", "kernel_paths"], ["api"]],
     "ops.torch_binding": [["ops"]],
 
     # models: (its parts, bottom up)
-    "models": [["datasets", "resnet_depths", "engines", "batchnorm", "cuda_probe"], ["layers"], ["layer_maker", "convert", "optim"],
-               ["lenet", "resnet"], ["registry"], ["download", "profile"]],
+    "models": [["datasets", "resnet_depths", "engines", "batchnorm", "cuda_probe", "layer_names"],
+               ["layers", "layer_rules"], ["layer_maker", "convert", "optim"],
+               ["lenet", "resnet"], ["registry"], ["layer_list"], ["download", "profile"]],
 
     # orchestrator: (its parts, bottom up)
     "orchestrator": [["environment", "common"], ["tracking", "schedulers"], ["config"], ["report"], ["cell"],

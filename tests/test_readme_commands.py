@@ -26,6 +26,7 @@ AS_WRITTEN = {
     ".venv/bin/python -m orchestrator.report",
     ".venv/bin/python -m ops.describe am16",
     ".venv/bin/python -m models.profile --model lenet5 --mult am16",
+    ".venv/bin/python -m models.layer_list lenet5 --mult am16 --keep first_last",
 }
 # Run as written with these overrides added, which shorten the training. The 2x2 sweep: 1 epoch, and its model list
 # overridden by a later model=lenet300 (Hydra's sweeper keeps a key's last value), so that it runs as a 1x2 sweep of

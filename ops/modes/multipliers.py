@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ops.modes.costs import Cost, exact, read_side_file, side_file
 from ops.modes.table_files import read_table
 
 # The pattern a table mode is written in; anything after the prefix is a path to an ApproxTrain-format table.
@@ -42,6 +43,9 @@ class Multiplier:
     # Left out of ==/hash: two parses of one unchanged file are the same mode.
     table: np.ndarray | None = field(default=None, compare=False, repr=False)
     path: Path | None = None  # the table file for lut modes, else None
+    # Power, area, delay, energy per multiply relative to the exact multiplier of the same width, with their source
+    # (ops.modes.costs); None where no publication gives them. A table's come from its side file.
+    cost: Cost | None = field(default=None, compare=False)
 
     @property
     def is_native(self) -> bool:
@@ -51,13 +55,15 @@ class Multiplier:
 
 MODES: tuple[Multiplier, ...] = (
     Multiplier(NATIVE, "native", None,
-               "no custom op: the framework's own Conv2D/Dense (cuDNN, oneDNN); the reference column"),
+               "no custom op: the framework's own Conv2D/Dense (cuDNN, oneDNN); the reference column",
+               cost=exact("fp32")),
     Multiplier("acc32", "ieee32", 23,
-               "exact fp32 multiply inside the custom op (validates the op against native)"),
+               "exact fp32 multiply inside the custom op (validates the op against native)", cost=exact("fp32")),
     Multiplier("acc16", "bf16", 7,
-               "exact multiply of bfloat16 operands, product truncated to bfloat16"),
+               "exact multiply of bfloat16 operands, product truncated to bfloat16", cost=exact("bfloat16")),
     Multiplier("fp16", "ieee16", 10,
-               "IEEE half precision: operands and product rounded to fp16"),
+               "IEEE half precision: operands and product rounded to fp16", cost=exact("IEEE binary16")),
+    # am32, am16, mit32, mit16: no figures; docs/multipliers.md says why (bench/multiplier_stats.py, NO_FIGURES).
     Multiplier("am32", "mbm", 23,
                "Minimally Biased Multiplier (MBM) on full fp32 mantissas"),
     Multiplier("am16", "mbm", 7,
@@ -72,8 +78,8 @@ LUT_DESCRIPTION = ("any multiplier given as a table in the ApproxTrain format "
                    "(docs/multipliers-spec.md, section Tables)")
 
 # Parsed lut modes keyed by (resolved path, mtime_ns, size): a config naming one table for every layer reads it once,
-# and an edited file (new mtime or size) is read again.
-_LUT_CACHE: dict[tuple[str, int, int], Multiplier] = {}
+# and an edited file (new mtime or size, or a new side file of figures) is read again.
+_LUT_CACHE: dict[tuple[str, int, int, int | None], Multiplier] = {}
 
 
 def names(include_native: bool = True) -> list[str]:
@@ -110,13 +116,18 @@ def _parse_lut(spec: str) -> Multiplier:
         stat = os.stat(path)
     except OSError:
         stat = None
-    key = (str(path), stat.st_mtime_ns, stat.st_size) if stat is not None else None
+    try:
+        side = os.stat(side_file(path)).st_mtime_ns
+    except OSError:
+        side = None
+    key = (str(path), stat.st_mtime_ns, stat.st_size, side) if stat is not None else None
     if key is not None and key in _LUT_CACHE:
         return _LUT_CACHE[key]
     table = read_table(path)  # raises ValueError naming the file for a missing file or a bad size or entry
     table.setflags(write=False)  # shared by every parse of this file
     m = int(table.shape[0]).bit_length() - 1
-    mode = Multiplier(spec, "table", m, f"table {path.name} (m = {m}): {LUT_DESCRIPTION}", table, path)
+    cost = read_side_file(path)  # raises ValueError naming a side file that cannot be used
+    mode = Multiplier(spec, "table", m, f"table {path.name} (m = {m}): {LUT_DESCRIPTION}", table, path, cost)
     if key is not None:
         _LUT_CACHE[key] = mode
     return mode

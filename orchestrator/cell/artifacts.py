@@ -4,6 +4,10 @@ through the cell's tracker (so a tracking outage loses none of them) and shown b
     multiplier/   at the start: the multiplier's error summary and map (ops.describe), its statistics as
                   mult_*_rel_error metrics at step 0: the dashboard shows what the multiplier does beside what
                   it did to training
+    layers/       at the start: every multiplying layer with its multiplier, gradient mode, multiply-accumulates per
+                  image and relative energy (models.layer_list: layer-map.md, layer-map.csv), and the network's
+                  relative multiplication energy as the metric mult_relative_energy at step 0 (where every layer's
+                  multiplier has a published energy figure)
     profile/      at the start, with profile_layers=true: every AM layer timed against the native one
                   (models.profile), as markdown and CSV
     record/       at the start: the reproducibility record (orchestrator.cell.record): commit, dirty flag and
@@ -24,8 +28,9 @@ import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from models import profile
+from models import layer_list, profile
 from ops.modes import describe
+from ops.modes.multipliers import NATIVE
 
 from orchestrator.cell import record
 from orchestrator.common.cellfiles import ARTIFACTS, FINAL_WEIGHTS, read_json, write_json
@@ -35,6 +40,7 @@ from orchestrator.tracking.tracker import Tracker
 
 log = logging.getLogger(__name__)
 
+ENERGY_METRIC = "mult_relative_energy"  # sum over layers of MACs x relative energy per multiply, over the MACs
 MULT_METRIC = "mult_{}_rel_error"  # mult_mean_rel_error, mult_bias_rel_error, ... mult_grid_mean_rel_error
 PROFILE_REPEATS = 10             # timed calls per pass in a cell's profile (the command's default is 20)
 
@@ -65,8 +71,9 @@ def _once(cell_dir: Path, part: str, tracker: Tracker, make) -> None:
 
 
 def log_multiplier(cfg: CellConfig, cell_dir: Path, tracker: Tracker) -> None:
-    """The multiplier's error summary, map and statistics (metrics mult_*); nothing for native."""
-    if not cfg.mult.simulated:
+    """The multiplier's error summary, map and statistics (metrics mult_*) of mult.name's multiplier (the one every
+    layer without a rule of its own takes); nothing for native."""
+    if cfg.mult.name == NATIVE:
         return
 
     def make(folder: Path) -> None:
@@ -75,6 +82,22 @@ def log_multiplier(cfg: CellConfig, cell_dir: Path, tracker: Tracker) -> None:
         tracker.log_metrics(0, numbers, check=MULT_METRIC.format("mean"))
 
     _once(cell_dir, "multiplier", tracker, make)
+
+
+def log_layers(cfg: CellConfig, cell_dir: Path, tracker: Tracker, model) -> None:
+    """The per-layer map of the cell's model as built (layer-map.md and .csv) and its relative multiplication energy
+    (ENERGY_METRIC, where every layer's multiplier has a published energy figure)."""
+
+    def make(folder: Path) -> None:
+        rows = layer_list.layer_rows(cfg.model.name, model, cfg.layer_settings())
+        title = f"{cfg.model.name} under {cfg.mult.label} on {cfg.dataset.name}: the multiplier of every layer"
+        (folder / "layer-map.md").write_text(layer_list.markdown(rows, title))
+        (folder / "layer-map.csv").write_text(layer_list.csv_text(rows))
+        energy = layer_list.network_energy(rows)
+        if energy is not None:
+            tracker.log_metrics(0, {ENERGY_METRIC: energy}, check=ENERGY_METRIC)
+
+    _once(cell_dir, "layers", tracker, make)
 
 
 def log_profile(cfg: CellConfig, cell_dir: Path, tracker: Tracker, model) -> None:

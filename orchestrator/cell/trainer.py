@@ -156,7 +156,8 @@ class _Run:
         self.batch_size, self.epochs = cfg.train.batch_size, cfg.train.epochs
         self.spe = datasets.steps_per_epoch(self.data, self.batch_size)
         self.model = build_model(cfg.model.name, cfg.mult.spec, self.data.input_shape, self.data.num_classes,
-                                 exact_gradients=cfg.mult.exact_gradients, seed=self.seed)
+                                 exact_gradients=cfg.mult.exact_gradients, seed=self.seed,
+                                 layers=cfg.mult.layer_multipliers())
         self.optimizer = optim.make_optimizer(self.train_cfg)
         self.optimizer.build(self.model.trainable_variables)
         self.expect = {"identity": identity, "model": cfg.model.name, "mult": cfg.mult.name,
@@ -380,6 +381,7 @@ def train(cfg: CellConfig, identity: str, cell_dir: Path, tracker: Tracker,
         sampler = SystemSampler(tracker, cell_dir).start()
     artifacts.log_record(cfg, run.cell_dir, tracker, run.attempt_tags)
     artifacts.log_multiplier(cfg, run.cell_dir, tracker)
+    artifacts.log_layers(cfg, run.cell_dir, tracker, run.model)
     artifacts.log_profile(cfg, run.cell_dir, tracker, run.model)
     state = run.resume()
     if state is None:

@@ -22,11 +22,14 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
 from models.engines import DEFAULT_ENGINE
+from models.layer_names import am_layer_names
+from models.layer_rules import Setting, from_spec
 
 from orchestrator.common import paths
 from orchestrator.config.identity import canonical_json, cell_name, defining_config, mult_label, run_tags
-from orchestrator.config.validate import mult_spec, validate
+from orchestrator.config.validate import changed_layers, mult_spec, validate
 
+LAYER_MAP_PARAM = "mult.layer_map"  # the resolved per-layer map, as a run's param (CellConfig.layer_params)
 FORMAT = 1  # of to_json; a file of another format is refused rather than misread
 
 
@@ -42,11 +45,18 @@ class MultConfig:
     label: str                     # as the results table names it: the mode, or lut:<table file name>
     table: str | None = None       # lut only: the table file as configured
     exact_gradients: bool = False  # true: only the forward pass is approximate
+    # The layers whose multiplier is not the above (mult.keep, mult.layers resolved): layer name -> {"spec",
+    # "exact_gradients"}; empty without rules (and in the configs of jobs submitted before rules existed).
+    layers: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=lambda: FrozenMapping({}))
 
     @property
     def simulated(self) -> bool:
-        """Whether the products go through the AM ops (everything but native)."""
-        return self.name != "native"
+        """Whether any product goes through the AM ops (everything but native, or a native cell with AM layers)."""
+        return self.name != "native" or any(layer["spec"] != "native" for layer in self.layers.values())
+
+    def layer_multipliers(self) -> dict[str, tuple[str, bool]]:
+        """{layer: (spec, exact_gradients)} of the layers with their own multiplier, as models.build_model takes it."""
+        return {name: (layer["spec"], bool(layer["exact_gradients"])) for name, layer in self.layers.items()}
 
 
 @dataclass(frozen=True)
@@ -149,6 +159,23 @@ class CellConfig:
     def defining_config(self) -> dict:
         return json.loads(self.defining)
 
+    def layer_settings(self) -> dict[str, Setting]:
+        """Every multiplying layer of the model, in order, with the Setting it multiplies with (models.layer_rules)."""
+        default = from_spec(self.mult.spec, self.mult.exact_gradients)
+        own = self.mult.layers
+        return {name: from_spec(own[name]["spec"], own[name]["exact_gradients"]) if name in own else default
+                for name in am_layer_names(self.model.name)}
+
+    def layer_params(self) -> dict[str, str]:
+        """The resolved per-layer map as an MLflow param, mult.layer_map ({"conv1": "native", ...}, every layer), for a
+        cell whose layers do not all take mult.name's multiplier; else nothing (the params of cells without rules
+        stay what they were)."""
+        if not self.mult.layers:
+            return {}
+        text = {name: s.label + (" exact_gradients" if s.exact_gradients else "")
+                for name, s in self.layer_settings().items()}
+        return {LAYER_MAP_PARAM: json.dumps(text, separators=(",", ":"))}
+
     def tags(self) -> dict[str, str]:
         """The tags the cell's MLflow run starts with (config.identity.base_tags)."""
         return run_tags(self.identity, self.model.name, self.mult.label, self.dataset.name, self.seed, self.defining)
@@ -185,7 +212,9 @@ def resolve(cfg: Any) -> CellConfig:
         seed=int(c["seed"]), engine=str(c.get("engine", DEFAULT_ENGINE)),
         model=ModelConfig(name=str(c["model"]["name"])),
         mult=MultConfig(name=str(mult["name"]), spec=mult_spec(c), label=mult_label(c), table=mult.get("table"),
-                        exact_gradients=bool(mult.get("exact_gradients", False))),
+                        exact_gradients=bool(mult.get("exact_gradients", False)),
+                        layers=_freeze({name: {"spec": s.spec, "exact_gradients": s.exact_gradients}
+                                        for name, s in changed_layers(c).items()})),
         dataset=DatasetConfig(name=str(c["dataset"]["name"]), augment=bool(c["dataset"].get("augment", False))),
         train=TrainConfig(epochs=int(train["epochs"]), batch_size=int(train["batch_size"]),
                           optimizer=_known(OptimizerConfig, train["optimizer"]),

@@ -2,7 +2,10 @@
 names a cell goes by (its folder, its multiplier label, the tags of its MLflow run).
 
 Defining keys: model, mult (a table by its contents, not its path), dataset, seed, train, and the engine where it is
-not the default (so cells trained before engines existed keep their identities). Paths, the cluster, the
+not the default (so cells trained before engines existed keep their identities). Per-layer rules (mult.keep,
+mult.layers) count by what they resolve to: the layers whose multiplier differs from mult.name's, under mult.layers,
+and nothing where none does, so a cell without rules keeps the identity it had before rules existed, and two ways of
+writing the same per-layer map are one cell. Paths, the cluster, the
 tracking URI, checkpoint cadence and retry bounds are left out: the same cell launched from a laptop or a cluster,
 by anyone, is the same run, finds the same checkpoints and continues the same MLflow run.
 """
@@ -16,11 +19,12 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from models.engines import DEFAULT_ENGINE
+from models.layer_rules import describe
 from ops.modes.multipliers import LUT_NAME, LUT_PREFIX
 
 from orchestrator.common import paths
 from orchestrator.common.cellfiles import job_id
-from orchestrator.config.validate import to_dict
+from orchestrator.config.validate import changed_layers, default_setting, has_layer_rules, layer_settings, to_dict
 from orchestrator.tracking.tracker import TAG_CELL, TAG_DEFINING
 
 DEFINING_KEYS = ("model", "mult", "dataset", "seed", "train")
@@ -35,14 +39,27 @@ def _file_sha256(path: str) -> str:
     return digest.hexdigest()
 
 
+def _mult_defining(name: str, table: str | None, exact_gradients: Any) -> dict:
+    """A multiplier as the identity holds it: its name, its gradient mode, a table by its contents."""
+    out = {"name": name, "exact_gradients": exact_gradients}
+    if name == LUT_NAME:
+        out["table_sha256"] = _file_sha256(str(table))
+    return out
+
+
 def defining_config(cfg: Any) -> dict:
-    """The part of the config the identity hashes (plain data, table path replaced by its content hash)."""
+    """The part of the config the identity hashes (plain data, table path replaced by its content hash, per-layer
+    rules by the layers they change)."""
     c = to_dict(cfg)
     out = {key: c[key] for key in DEFINING_KEYS}
     mult = dict(out["mult"])
     table = mult.pop("table", None)
+    mult.pop("keep", None), mult.pop("layers", None)
     if mult.get("name") == LUT_NAME:
         mult["table_sha256"] = _file_sha256(table)
+    layers = changed_layers(c)
+    if layers:
+        mult["layers"] = {name: _mult_defining(s.name, s.table, s.exact_gradients) for name, s in layers.items()}
     out["mult"] = mult
     engine = c.get("engine", DEFAULT_ENGINE)
     if engine != DEFAULT_ENGINE:  # another backend's kernels, reductions and seeds: other bits, another cell
@@ -79,9 +96,14 @@ def cell_folder(cfg: Mapping[str, Any], identity: str | None = None) -> Path:
 
 
 def mult_label(cfg: Mapping[str, Any]) -> str:
-    """The multiplier as the results table names it: the mode, or lut:<table file name>."""
+    """The multiplier as the results table names it: the mode, or lut:<table file name>, and the layers that differ
+    from it, grouped: "am16 [first,last: native]", "am16 [stage4: mit16; last: native]"."""
     mult = cfg["mult"]
-    return LUT_PREFIX + os.path.basename(str(mult["table"])) if mult["name"] == LUT_NAME else str(mult["name"])
+    label = LUT_PREFIX + os.path.basename(str(mult["table"])) if mult["name"] == LUT_NAME else str(mult["name"])
+    if not has_layer_rules(cfg):
+        return label
+    layers = describe(str(cfg["model"]["name"]), layer_settings(cfg), default_setting(cfg))
+    return f"{label} [{layers}]" if layers else label
 
 
 def base_tags(identity: str, cfg: Mapping[str, Any]) -> dict[str, str]:

@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 import models
 import ops
 from models import datasets, optim
+from models import layer_rules
 from models.engines import ENGINES
 from ops.build import cache_root, source_hash
 from ops.build.cuda import HOW_TO_BUILD, cached_builds, find_nvcc
@@ -72,6 +73,33 @@ def mult_spec(cfg: Mapping[str, Any]) -> str:
     return str(mult["name"])
 
 
+def default_setting(cfg: Mapping[str, Any]) -> layer_rules.Setting:
+    """The multiplier of the cell's layers that no per-layer rule names (mult.name, mult.table, exact_gradients)."""
+    mult = cfg["mult"]
+    return layer_rules.setting(str(mult["name"]), mult.get("table"), bool(mult.get("exact_gradients", False)))
+
+
+def has_layer_rules(cfg: Mapping[str, Any]) -> bool:
+    """Whether the cell names per-layer multipliers (mult.keep or mult.layers); without, every layer takes mult.name."""
+    mult = cfg["mult"]
+    return mult.get("keep") is not None or bool(mult.get("layers"))
+
+
+def layer_settings(cfg: Mapping[str, Any]) -> dict[str, layer_rules.Setting]:
+    """Every multiplying layer of the cell's model, in order, with its Setting (models.layer_rules.resolve over
+    mult.keep and mult.layers); raises layer_rules.RuleError listing every problem."""
+    mult = cfg["mult"]
+    return layer_rules.resolve(str(cfg["model"]["name"]), default_setting(cfg), mult.get("layers") or [],
+                               mult.get("keep"))
+
+
+def changed_layers(cfg: Mapping[str, Any]) -> dict[str, layer_rules.Setting]:
+    """The layers whose Setting is not mult.name's (empty without rules): what sets the cell apart."""
+    if not has_layer_rules(cfg):
+        return {}
+    return layer_rules.changed(layer_settings(cfg), default_setting(cfg))
+
+
 def validate(cfg: Any) -> dict:
     """Check a cell config; return it as a plain dict, or raise ConfigError listing every problem."""
     c = to_dict(cfg)
@@ -110,6 +138,12 @@ def validate(cfg: Any) -> dict:
                     errors.append(f"mult.table={table!r}: {e}")
         elif mult not in mult_names():
             errors.append(f"mult={mult!r} is not one of {', '.join(mult_names())}, or lut with mult.table=FILE")
+    model = c.get("model", {}).get("name") if isinstance(c.get("model"), Mapping) else None
+    if mult in [*mult_names(), LUT_NAME] and has_layer_rules(c) and model in model_names():
+        try:
+            layer_settings(c)
+        except layer_rules.RuleError as e:
+            errors.extend(e.problems)
     choice("train.optimizer.name", sorted(optim.OPTIMIZERS), "train.optimizer.name=NAME")
     choice("train.schedule.name", sorted(optim.SCHEDULES), "train.schedule.name=NAME")
     for path, low, kind in [("train.epochs", 1, int), ("train.batch_size", 1, int), ("seed", 0, int),

@@ -22,6 +22,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from models.engines import DEFAULT_ENGINE
 from ops.modes.multipliers import LUT_NAME
 
+from orchestrator.config.cell import LAYER_MAP_PARAM
 from orchestrator.config.identity import DEFINING_KEYS, SEED_KEY, without_seed
 from orchestrator.config.validate import model_names, mult_names
 from orchestrator.tracking.reads import cell_runs
@@ -65,6 +66,10 @@ def _setting_of_run(tags: Mapping[str, str], params: Mapping[str, str]) -> dict[
     setting = {k: v for k, v in params.items() if k.split(".")[0] in DEFINING_KEYS and k != SEED_KEY}
     if setting.get("mult.name") != LUT_NAME:
         setting.pop("mult.table", None)
+    # Per-layer rules count by the map they resolve to, which the multiplier label carries (config.identity); the
+    # empty defaults of a run logged since the keys exist match the runs from before them.
+    for key in ("mult.keep", "mult.layers", LAYER_MAP_PARAM):
+        setting.pop(key, None)
     return setting
 
 

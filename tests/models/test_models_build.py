@@ -1,10 +1,12 @@
 """Every model builds natively with the right output shape, parameter count, layer names and seeded weights."""
 
+import keras
 import numpy as np
 import pytest
 
 import models
 from models.datasets import load
+from models.layer_names import am_layer_names
 
 # trainable parameters, 10 classes; the ResNet counts are those of the usual CIFAR ResNets
 TRAINABLE = {
@@ -33,6 +35,10 @@ def test_native_model_shape_and_parameters(name, input_shape):
     assert model.output_shape == (None, 10)
     assert trainable_count(model) == TRAINABLE[(name, input_shape)]
     assert model.name == name
+    # the names per-layer rules resolve against without building (models.layer_names), in the builder's order
+    built = [layer.name for layer in model.layers if isinstance(layer, (keras.layers.Conv2D, keras.layers.Dense))]
+    assert sorted(built) == sorted(am_layer_names(name))
+    assert [n for n in am_layer_names(name) if n in built] == sorted(built, key=am_layer_names(name).index)
 
 
 def test_resnet18_batch_norm_statistics_and_forward():

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from ops.modes import error_stats
-from orchestrator.cell.artifacts import MULT_METRIC
+from orchestrator.cell.artifacts import ENERGY_METRIC, MULT_METRIC
 from orchestrator.report import figures, files as report_files, table as report
 from orchestrator.report.__main__ import main as report_command
 from orchestrator.report.summary_run import TAG_SUMMARY
@@ -163,10 +163,13 @@ def test_each_cell_logs_its_multiplier_profile_and_curves(store, tmp_path):
         parts = {a.path for a in c.list_artifacts(run.info.run_id)}
         files = {a.path for part in parts for a in c.list_artifacts(run.info.run_id, part)}
         assert "curves/learning-curves.png" in files
+        assert "layers/layer-map.md" in files  # every cell: the multiplier of each layer, the relative energy
         if run.data.tags["amdnn.mult"] == "native":
-            assert parts == {"curves", "record", "weights"}
-            assert not any(k.startswith("mult_") for k in run.data.metrics)
+            assert parts == {"curves", "layers", "record", "weights"}
+            assert {k for k in run.data.metrics if k.startswith("mult_")} == {ENERGY_METRIC}
+            assert run.data.metrics[ENERGY_METRIC] == 1.0  # every layer exact
             continue
+        assert ENERGY_METRIC not in run.data.metrics  # am16 has no published energy figure (docs/multipliers.md)
         assert files >= {"multiplier/am16-error-map.png", "multiplier/am16-errors.npz",
                          "multiplier/am16-summary.json", "profile/layer-profile.md", "profile/layer-profile.csv"}
         for key in ("mean", "bias", "max", "grid_mean", "grid_max"):
