@@ -26,6 +26,7 @@ from models.engines import DEFAULT_ENGINE
 from orchestrator.common import paths
 from orchestrator.config.identity import canonical_json, cell_name, defining_config, mult_label, run_tags
 from orchestrator.config.validate import mult_spec, validate
+from orchestrator.tracking import launches
 
 FORMAT = 1  # of to_json; a file of another format is refused rather than misread
 
@@ -109,6 +110,9 @@ class TrackingConfig:
     mode: str                      # auto | direct | single_writer
     patience_s: float
     experiment: str
+    # The launch whose parent run the cell's run is nested under (tracking.launches: a sweep's, from the
+    # environment its callback set), None for a single run; a default, so that older run-config.json files load.
+    launch: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -193,7 +197,8 @@ def resolve(cfg: Any) -> CellConfig:
                           collapse=_known(CollapseConfig, train["collapse"])),
         checkpoint=_known(CheckpointConfig, c["checkpoint"]), retries=_known(RetriesConfig, c["retries"]),
         tracking=TrackingConfig(uri=paths.tracking_uri(c.get("tracking_uri")), mode=str(c["tracking_mode"]),
-                                patience_s=float(c["tracking_patience_s"]), experiment=str(c["experiment"])),
+                                patience_s=float(c["tracking_patience_s"]), experiment=str(c["experiment"]),
+                                launch=_freeze(launches.from_environment())),
         paths=PathsConfig(data_dir=str(paths.data_dir(c.get("data_dir"))), checkpoint_root=str(root)),
         profile_layers=bool(c.get("profile_layers", False)), system_metrics=bool(c.get("system_metrics", False)),
         share_with_group=bool(c.get("share_with_group", False)), cluster=_freeze(c.get("cluster") or {}), composed=_freeze(c))
