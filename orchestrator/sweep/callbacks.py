@@ -1,4 +1,5 @@
-"""Hydra callbacks of a sweep: check every cell before the first one runs; print the results table at the end.
+"""Hydra callbacks of a sweep: check every cell before the first one runs and describe the launch its cells' runs nest
+under (tracking.launches); print the results table and the address of the runs in MLflow's UI at the end.
 
 Configured in conf/config.yaml (hydra.callbacks.amdnn), so they run in the launching process whatever the launcher:
 a local sweep, or a cluster sweep that only submits (whose table then shows the cells still queued as "not
