@@ -45,7 +45,7 @@ LAYERS: dict[str, list[list[str]]] = {
                      # older module names, kept for jobs and scripts from before the packages (each imports its new one)
                      ["callbacks", "launching", "worker", "tracking_import"]],
     "orchestrator.common": [["paths", "filesystems", "cellfiles", "permissions", "interrupts"]],
-    "orchestrator.tracking": [["mode", "queue", "writer", "system_metrics", "server_access"],
+    "orchestrator.tracking": [["dashboard", "launches"], ["mode", "queue", "writer", "system_metrics", "server_access"],
                               ["tracker", "importer", "reads"]],
     "orchestrator.schedulers": [["resources", "scripts"], ["slurm", "pbs", "limits"],
                                 ["params", "job_status", "submit"]],

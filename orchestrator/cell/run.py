@@ -109,7 +109,8 @@ def run_cell(cell: CellConfig | Any, supervise: bool = True) -> CellResult:
             result.run_id = tracker.run_id
             return result
         write_bytes(cell_dir / cellfiles.RUN_CONFIG, cell.to_json().encode())  # the worker's config, trusted
-        tracker.start({**flatten(cell.as_dict()), **cell.layer_params()}, cell.tags())  # sent by the worker's first background flush
+        # params and tags are sent by the worker's first background flush
+        tracker.start({**flatten(cell.as_dict()), **cell.layer_params()}, cell.tags(), launch=cell.tracking.launch)
         if supervise:
             _supervise(cell, cell_dir, tracker, result)
         else:

@@ -8,7 +8,9 @@ same command run twice (or alongside the resume cron, which takes the same lock)
 Inside the job, the same launcher object runs the cell (Hydra's run_job -> launch.py's task function -> run_cell),
 with the scheduler's warnings turned into checkpoint requests (preempt.py), periodic archiving (archive.py), and the
 job ids recorded on the cell's MLflow run (tag amdnn.job_ids). The job's pickle holds the cell's CellConfig resolved
-at launch (JobCell): the job trains it as is, nothing validated again (the executor's parameters least of all).
+at launch (JobCell): the job trains it as is, nothing validated again (the executor's parameters least of all), and
+its run is nested under the launch's run (the launch the sweep's callback described: tracking.launches), also when
+the resume cron submits the pickle again.
 """
 from __future__ import annotations
 

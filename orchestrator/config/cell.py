@@ -28,6 +28,7 @@ from models.layer_rules import Setting, from_spec
 from orchestrator.common import paths
 from orchestrator.config.identity import canonical_json, cell_name, defining_config, mult_label, run_tags
 from orchestrator.config.validate import changed_layers, mult_spec, validate
+from orchestrator.tracking import launches
 
 LAYER_MAP_PARAM = "mult.layer_map"  # the resolved per-layer map, as a run's param (CellConfig.layer_params)
 FORMAT = 1  # of to_json; a file of another format is refused rather than misread
@@ -119,6 +120,9 @@ class TrackingConfig:
     mode: str                      # auto | direct | single_writer
     patience_s: float
     experiment: str
+    # The launch whose parent run the cell's run is nested under (tracking.launches: a sweep's, from the
+    # environment its callback set), None for a single run; a default, so that older run-config.json files load.
+    launch: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -222,7 +226,8 @@ def resolve(cfg: Any) -> CellConfig:
                           collapse=_known(CollapseConfig, train["collapse"])),
         checkpoint=_known(CheckpointConfig, c["checkpoint"]), retries=_known(RetriesConfig, c["retries"]),
         tracking=TrackingConfig(uri=paths.tracking_uri(c.get("tracking_uri")), mode=str(c["tracking_mode"]),
-                                patience_s=float(c["tracking_patience_s"]), experiment=str(c["experiment"])),
+                                patience_s=float(c["tracking_patience_s"]), experiment=str(c["experiment"]),
+                                launch=_freeze(launches.from_environment())),
         paths=PathsConfig(data_dir=str(paths.data_dir(c.get("data_dir"))), checkpoint_root=str(root)),
         profile_layers=bool(c.get("profile_layers", False)), system_metrics=bool(c.get("system_metrics", False)),
         share_with_group=bool(c.get("share_with_group", False)), cluster=_freeze(c.get("cluster") or {}), composed=_freeze(c))

@@ -118,7 +118,7 @@ def write_report(rows: Sequence[Row], out_dir: str | Path, experiment: str, uri:
                 path = out / curves_name(dataset)
                 figures.save(figures.grid_curves(dataset, curves, colours), path)
                 figures_of.setdefault(dataset, []).append(path)
-    (out / HTML).write_text(html_page(experiment, scope, rows, layout, found, figures_of, colours))
+    (out / HTML).write_text(html_page(experiment, scope, rows, layout, found, figures_of, colours, uri))
     return [out / MARKDOWN, out / CSV, out / CELLS_CSV, out / HTML] + [p for paths in figures_of.values()
                                                                        for p in paths]
 

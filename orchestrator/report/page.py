@@ -12,6 +12,7 @@ from typing import Mapping, Sequence
 from orchestrator.report.comparisons import Comparison, listed, versus_text
 from orchestrator.report.paired import METHOD
 from orchestrator.report.table import Row, cell_mean, cell_text, column_multipliers
+from orchestrator.tracking.dashboard import UI_VARIABLE, run_url, ui_base
 
 STYLE = """body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}
 td,th{border:1px solid #bbb;padding:.3em .6em;text-align:right}th{background:#eee}td.label{text-align:left}
@@ -49,9 +50,23 @@ def _comparisons(dataset: str, found: Sequence[Comparison]) -> list[str]:
     return parts
 
 
+def _run_link(run_id: str | None, base: str | None) -> str:
+    """A run's id, linked to its page in MLflow's UI where the store is known."""
+    if not run_id:
+        return "<td class='label'>-</td>"
+    if base is None:
+        return f"<td class='label'>{html.escape(run_id)}</td>"
+    return (f"<td class='label'><a href=\"{html.escape(run_url(base, run_id))}\" target=\"_blank\">"
+            f"{html.escape(run_id)}</a></td>")
+
+
 def html_page(experiment: str, scope: str, rows: Sequence[Row], layout, found: Sequence[Comparison],
-              figures_of: Mapping[str, list[Path]], colours: Mapping[str, Sequence[float]]) -> str:
-    """The page: `layout` is table.grids(rows); images inlined, so the one file is all."""
+              figures_of: Mapping[str, list[Path]], colours: Mapping[str, Sequence[float]],
+              uri: str | None = None) -> str:
+    """The page: `layout` is table.grids(rows); images inlined, so the one file is all. With the store's `uri`,
+    each run links to its page in MLflow's UI (tracking.dashboard.ui_base: a server's own address, else where
+    `mlflow ui` answers)."""
+    base = ui_base(uri) if uri is not None else None
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>AMDNN report: {html.escape(experiment)}"
              f"</title><style>{STYLE}</style></head><body>",
              f"<h1>Final test accuracy: experiment {html.escape(experiment)}</h1>",
@@ -70,12 +85,16 @@ def html_page(experiment: str, scope: str, rows: Sequence[Row], layout, found: S
         parts.append("</table>")
         parts += _comparisons(dataset, found)
         parts += [_image(path) for path in figures_of.get(dataset, [])]
-    parts.append("<h2>Runs</h2><table><tr>" + "".join(
+    where = "" if base is None else f"Each run id opens the run in MLflow's UI at {base}"
+    if base is not None and not str(uri).startswith(("http://", "https://")):
+        where += (f", where `mlflow ui --backend-store-uri {uri}` answers by default (elsewhere: set {UI_VARIABLE} "
+                  "before the report is written)")
+    parts.append(f"<h2>Runs</h2><p><small>{html.escape(where)}.</small></p><table><tr>" + "".join(
         f"<th>{h}</th>" for h in ("model", "multiplier", "data set", "seed", "status", "test accuracy", "run id"))
         + "</tr>")
     for r in sorted(rows, key=lambda r: (r.dataset, r.model, r.mult, r.seed)):
         accuracy = "" if r.test_accuracy is None else f"{r.test_accuracy:.4f}"
         parts.append("<tr>" + "".join(f"<td class='label'>{html.escape(str(v))}</td>" for v in (
-            r.model, r.mult, r.dataset, r.seed, r.status.lower(), accuracy, r.run_id or "-")) + "</tr>")
+            r.model, r.mult, r.dataset, r.seed, r.status.lower(), accuracy)) + _run_link(r.run_id, base) + "</tr>")
     parts.append("</table></body></html>")
     return "\n".join(parts)

@@ -1,9 +1,12 @@
 """The summary run of an experiment: one MLflow run, named "report", that carries the latest report as artifacts, so
-the dashboard shows the table, its heatmaps and curves beside the cells' runs.
+the dashboard shows the table, its heatmaps and curves.
 
-It is found by its tag (TAG_SUMMARY), never by a cell identity, so the results table, status and the resume cron,
-which read runs with an amdnn.cell tag, never count it as a cell. Each publication replaces the files of the same
-names under report/ and logs how many cells had finished (cells_finished, cells_total) at an increasing step.
+It lives in an experiment of its own, `<experiment>-report` (report_experiment), not among the cells: MLflow's UI
+counts, charts and compares every run of the experiment it shows, and a filter that leaves one run out must be typed
+by each user in each browser, so the cells' experiment holds cells and their launches only. It is found by its tag
+(TAG_SUMMARY); a summary run an older version left in the cells' experiment is deleted (MLflow's soft delete) when
+the report is next published. Each publication replaces the files of the same names under report/ and logs how many
+cells had finished (cells_finished, cells_total) at an increasing step.
 """
 from __future__ import annotations
 
@@ -21,6 +24,11 @@ ARTIFACT_DIR = "report"
 DESCRIPTION = ("The experiment's results table (report/report.html, .md, .csv), its heatmaps and learning curves, "
                "written by `python -m orchestrator.report`, at the end of a local sweep and by the resume cron when "
                "a grid's last cell finishes.")
+
+
+def report_experiment(experiment: str) -> str:
+    """The name of the experiment that holds `experiment`'s summary run."""
+    return f"{experiment}-report"
 
 
 def find_summary_run(client, experiment_id: str):
@@ -47,7 +55,11 @@ def publish(uri: str, experiment: str, report_dir: str | Path, rows: Sequence[Ro
     from mlflow.tracking import MlflowClient  # MLflow (seconds to import) only when the report is published
 
     client = MlflowClient(uri)
-    experiment_id = _experiment_id(client, experiment, uri)
+    cells = client.get_experiment_by_name(experiment)
+    old = cells and find_summary_run(client, cells.experiment_id)
+    if old:  # an older version's, among the cells
+        client.delete_run(old.info.run_id)
+    experiment_id = _experiment_id(client, report_experiment(experiment), uri)
     run = find_summary_run(client, experiment_id)
     if run is None:
         run = client.create_run(experiment_id, run_name=RUN_NAME,

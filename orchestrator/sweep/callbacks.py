@@ -1,4 +1,5 @@
-"""Hydra callbacks of a sweep: check every cell before the first one runs; print the results table at the end.
+"""Hydra callbacks of a sweep: check every cell before the first one runs and describe the launch its cells' runs nest
+under (tracking.launches); print the results table and the address of the runs in MLflow's UI at the end.
 
 Configured in conf/config.yaml (hydra.callbacks.amdnn), so they run in the launching process whatever the launcher:
 a local sweep, or a cluster sweep that only submits (whose table then shows the cells still queued as "not
@@ -10,6 +11,7 @@ finishes).
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,14 +22,16 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from orchestrator.common import paths, permissions
+from orchestrator.common import cellfiles, paths, permissions
 from orchestrator.config.cell import resolve
 from orchestrator.config.validate import ConfigError
 from orchestrator.report.files import publish_experiment, report_markdown, write_report
 from orchestrator.report.scope import sweep_scope
 from orchestrator.report.table import collect, missing_rows
 from orchestrator.schedulers.limits import sweep_problems
+from orchestrator.sweep.launching import mlflow_ui_command
 from orchestrator.sweep.progress import SweepProgress
+from orchestrator.tracking import dashboard, launches
 from orchestrator.tracking.importer import import_for
 from orchestrator.tracking.server_access import server_problem
 
@@ -52,8 +56,13 @@ def cells_of_sweep(config: DictConfig) -> list[dict]:
         cells.append({"identity": cell.identity, "model": cell.model.name, "mult": cell.mult.label,
                       "dataset": cell.dataset.name, "seed": cell.seed, "defining": cell.defining_config(),
                       "cluster": cell.as_dict()["cluster"], "epochs": cell.train.epochs,
-                      "tracking_uri": cell.tracking.uri})
+                      "tracking_uri": cell.tracking.uri, "done": _done(cell.cell_dir, cell.identity)})
     return cells
+
+
+def _done(cell_dir: str, identity: str) -> bool:
+    done = cellfiles.read_json(Path(cell_dir) / cellfiles.DONE)
+    return bool(done) and done.get("identity") == identity
 
 
 class SweepCallbacks(Callback):
@@ -78,6 +87,10 @@ class SweepCallbacks(Callback):
                   flush=True)
             raise SystemExit(2)
         print(f"[amdnn] sweep of {len(self.cells)} cell(s), all valid", flush=True)
+        # The launch's parent run in MLflow (tracking.launches): the cells resolved from here on carry it, in this
+        # process, in the cell processes it starts, and in the pickles of cluster jobs.
+        launches.to_environment(launches.describe(str(config.experiment), self.cells, sys.argv,
+                                                  left=sum(not c["done"] for c in self.cells)))
         if not any(c["cluster"].get("scheduler") for c in self.cells):
             self.progress = SweepProgress(self.cells)
 
@@ -91,6 +104,7 @@ class SweepCallbacks(Callback):
             self.progress.end(value if isinstance(value, dict) else None)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        os.environ.pop(launches.VARIABLE, None)  # a later launch in this process is another launch
         uri = paths.tracking_uri(config.get("tracking_uri"))
         try:
             import_for([uri])
@@ -108,5 +122,8 @@ class SweepCallbacks(Callback):
             if config.cluster.get("scheduler") is None:  # a local sweep has finished its cells: publish them
                 _, _, run_id = publish_experiment(uri, config.experiment, cells=self.cells or [])
                 print(f"[amdnn] the experiment's report is logged to MLflow run {run_id} (\"report\")", flush=True)
+            url = dashboard.experiment_runs_url(uri, config.experiment)
+            if url:
+                print(f"[amdnn] the runs in MLflow's UI ({mlflow_ui_command(uri)}): {url}", flush=True)
         except Exception as e:  # noqa: BLE001 - the sweep itself went through and its table is printed above
             print(f"[amdnn] report files not written: {type(e).__name__}: {e}", file=sys.stderr, flush=True)

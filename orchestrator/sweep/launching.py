@@ -26,6 +26,7 @@ from orchestrator.common import paths
 from orchestrator.config.cell import CellConfig, resolve
 from orchestrator.config.keys import override_errors
 from orchestrator.config.validate import ConfigError, config_error
+from orchestrator.tracking.dashboard import run_url, ui_base
 from orchestrator.tracking.server_access import server_problem
 
 log = logging.getLogger(__name__)
@@ -136,8 +137,8 @@ def launch_cell(cfg, cell: CellConfig | None = None) -> dict:
             print(f"[amdnn] records queued in {result.cell_dir}; into {uri} with: python -m "
                   f"orchestrator.tracking.importer --tracking-uri {uri}", flush=True)
         else:
-            print(f"[amdnn] MLflow run {result.run_id} in {uri}\n[amdnn] see it with: {mlflow_ui_command(uri)}",
-                  flush=True)
+            print(f"[amdnn] MLflow run {result.run_id} in {uri}\n[amdnn] see it with: {mlflow_ui_command(uri)}, "
+                  f"at {run_url(ui_base(uri), result.run_id)}", flush=True)
         if result.status not in ("finished", "preempted"):
             sys.exit(1)
     return result.to_dict()

@@ -20,6 +20,7 @@ from typing import Any, Mapping
 
 from orchestrator.common import paths
 from orchestrator.common.cellfiles import job_id
+from orchestrator.tracking.dashboard import FINAL_KEY  # noqa: F401 - re-exported
 from orchestrator.tracking.mode import AUTO, QUEUE, QUEUEING, resolve
 from orchestrator.tracking.queue import CellQueue, flocked, register, writer_lock_path
 from orchestrator.tracking.writer import (EPOCH_KEY, TAG_CELL, Cell, StoreWriter,  # noqa: F401 - re-exported
@@ -27,7 +28,6 @@ from orchestrator.tracking.writer import (EPOCH_KEY, TAG_CELL, Cell, StoreWriter
 
 log = logging.getLogger(__name__)
 
-FINAL_KEY = "final_test_accuracy"
 TAG_DEFINING = "amdnn.defining_config"   # the canonical JSON the identity hashes: what the results table groups by
 
 
@@ -93,8 +93,12 @@ class Tracker:
         return self.queue.unsent()[0]
 
     # -- what the trainer and the cell call ---------------------------------------------------------------------
-    def start(self, params: Mapping[str, str], tags: Mapping[str, str]) -> None:
-        self._append({"op": "start", "params": dict(params), "tags": dict(tags)})
+    def start(self, params: Mapping[str, str], tags: Mapping[str, str], launch: Mapping | None = None) -> None:
+        """Queue the run's start; `launch` (tracking.launches) nests the run under its launch's run."""
+        record = {"op": "start", "params": dict(params), "tags": dict(tags)}
+        if launch:
+            record["launch"] = dict(launch)
+        self._append(record)
 
     def log_metrics(self, step: int, metrics: Mapping[str, float], check: str) -> None:
         """Queue metrics at `step`; `check` is the key whose presence at that step means they are logged."""

@@ -18,6 +18,7 @@ goes through MLflow's API.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -30,6 +31,8 @@ from ops.atomic import write_bytes
 
 from orchestrator.common import paths
 from orchestrator.common.cellfiles import RUN_CACHE
+from orchestrator.tracking import dashboard, launches
+from orchestrator.tracking.launches import TAG_NOTE  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:
     import sqlite3
@@ -37,12 +40,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TAG_CELL = "amdnn.cell"          # the cell identity: how a resumed cell finds its run
-TAG_NOTE = "mlflow.note.content"         # the experiment's description in the dashboard
 EXPERIMENT_DESCRIPTION = (
     "AMDNN grid: each run is one cell, a network trained with every multiply (forward and backward) through one "
-    "simulated multiplier. Filter by the tags amdnn.model, amdnn.mult, amdnn.dataset, amdnn.seed, amdnn.device, "
-    "amdnn.job_id, amdnn.host, amdnn.ops_build, e.g. tags.`amdnn.mult` = 'am16'. final_test_accuracy is the result; "
+    "simulated multiplier, nested under the run of the launch that trained it (its + opens it). Views > AMDNN shows "
+    "the accuracy, model, mult, dataset, seed and epochs. Filter by the tags amdnn.model, amdnn.mult, amdnn.dataset, "
+    "amdnn.seed, amdnn.device, amdnn.job_id, amdnn.host, amdnn.ops_build, amdnn.launch, e.g. "
+    "tags.`amdnn.mult` = 'am16'. final_test_accuracy is the result; "
     "a run that failed (collapsed, diverged, crashed too often) says why in its amdnn.error tag.")
+# An experiment's tags: its description (the dashboard shows it above the runs) and the saved view of the columns a
+# researcher reads first (tracking.dashboard). Set when the experiment is made, or on first use if it lacks them.
+EXPERIMENT_TAGS = {TAG_NOTE: lambda: EXPERIMENT_DESCRIPTION, dashboard.VIEW_TAG: dashboard.view_tag_value}
 EPOCH_KEY = "epoch"              # logged with every epoch's metrics; its steps say which epochs are already in
 # The columns the bulk path reads or writes, per table: a store whose tables lack one goes through the API.
 BULK_COLUMNS = {"metrics": {"key", "value", "timestamp", "run_uuid", "step", "is_nan"},
@@ -129,6 +136,8 @@ class StoreWriter:
         self._created: set[str] = set()                   # runs created with their start record's tags, RUNNING
         self._rows: list[tuple] = []                      # buffered metrics rows
         self._latest: dict[tuple[str, str], tuple] = {}   # (run id, key) -> the newest buffered row
+        self._parents: dict[tuple[str, str], str] = {}    # (experiment, launch id) -> the launch's run id
+        self._unsettled: set[str] = set()                 # launch runs whose cells started or ended here
 
     # -- connections --------------------------------------------------------------------------------------------
     def client(self):
@@ -161,6 +170,9 @@ class StoreWriter:
         return self._sql
 
     def close(self) -> None:
+        """Settle the launches written to (settle_launches), then close the store's connection."""
+        if self._unsettled:
+            self.settle_launches()
         if self._sql is not None:
             self._sql.close()
             self._sql, self._bulk = None, None
@@ -170,12 +182,13 @@ class StoreWriter:
         client = self.client()
         exp = client.get_experiment_by_name(name)
         if exp is not None:
-            if TAG_NOTE not in exp.tags:
-                client.set_experiment_tag(exp.experiment_id, TAG_NOTE, EXPERIMENT_DESCRIPTION)
+            for key, value in EXPERIMENT_TAGS.items():
+                if key not in exp.tags:
+                    client.set_experiment_tag(exp.experiment_id, key, value())
             return exp.experiment_id
         try:
             return client.create_experiment(name, artifact_location=paths.artifact_location(self.uri),
-                                            tags={TAG_NOTE: EXPERIMENT_DESCRIPTION})
+                                            tags={key: value() for key, value in EXPERIMENT_TAGS.items()})
         except Exception:  # another process created it a moment ago
             exp = client.get_experiment_by_name(name)
             if exp is None:
@@ -243,6 +256,9 @@ class StoreWriter:
         if not records:
             return
         start = next((r for r in records if r["op"] == "start"), None)
+        if start is not None and start.get("launch"):  # nested under its launch's run (tracking.launches)
+            start = {**start, "tags": {**start["tags"], **self._launch_tags(cell, start)}}
+            records = [start if r["op"] == "start" else r for r in records]
         run_id = self.run_id(cell, start["tags"] if start else None, start.get("time_ms") if start else None)
         for record in records:
             op = record["op"]
@@ -251,6 +267,57 @@ class StoreWriter:
                 continue
             self.commit()  # an API call next: the buffered metrics go first, in order
             self._api(run_id, record)
+            parent = (record["tags"].get(launches.TAG_PARENT) if op == "start" else
+                      self._launch_parent(run_id) if op == "end" else None)
+            if parent:  # the launch's run: RUNNING or ended, as its cells are, once this writer is done
+                self._unsettled.add(parent)
+
+    def _launch_tags(self, cell: Cell, start: Mapping[str, Any]) -> dict[str, str]:
+        launch = start["launch"]
+        key = (cell.experiment, str(launch["id"]))
+        if key not in self._parents:
+            self.commit()  # MLflow's own transactions next
+            experiment_id = self._experiment_id(cell.experiment)
+            with contextlib.ExitStack() as held:
+                if self.db is not None:  # the cells of a local sweep start together: one makes the launch's run
+                    from filelock import FileLock  # as in create_sqlite_store
+
+                    held.enter_context(FileLock(str(self.db) + ".launches.lock", timeout=300))
+                self._parents[key] = launches.parent_run_id(self.client(), experiment_id, launch,
+                                                            start.get("time_ms"))
+        return {launches.TAG_PARENT: self._parents[key], launches.TAG_LAUNCH: key[1]}
+
+    def settle_launches(self) -> None:
+        """Set the status of the launch runs whose cells this writer started or ended (launches.settle): once per
+        launch and writer, each read in two queries on an SQLite store, so an import of a launch's N cells costs
+        O(N), not N searches of N runs. A failure leaves a status for the next writer to set."""
+        sql = self._bulk_sql()
+        for parent in sorted(self._unsettled):
+            try:
+                known = None
+                if sql is not None:
+                    row = sql.execute("SELECT r.status, t.value FROM runs r LEFT JOIN tags t ON t.run_uuid = r.run_uuid "
+                                      "AND t.key = ? WHERE r.run_uuid = ?", (launches.TAG_CELLS, parent)).fetchone()
+                    children = sql.execute(
+                        "SELECT r.status, r.end_time FROM runs r JOIN tags t ON t.run_uuid = r.run_uuid "
+                        "WHERE t.key = ? AND t.value = ? AND r.lifecycle_stage = 'active'",
+                        (launches.TAG_PARENT, parent)).fetchall()
+                    known = (row[0], int(row[1] or 0)) if row else None
+                launches.settle(self.client(), parent, known, children if known else None)
+            except Exception as e:  # noqa: BLE001 - a derived status: the next writer sets it
+                log.warning("could not set the status of launch run %s: %s", parent, e)
+        self._unsettled.clear()
+
+    def _launch_parent(self, run_id: str) -> str | None:
+        """The run's parent, if a launch nested it (from the store's tables where it is SQLite: no API call for
+        the runs of no launch)."""
+        sql = self._bulk_sql()
+        if sql is not None:
+            tags = dict(sql.execute("SELECT key, value FROM tags WHERE run_uuid = ? AND key IN (?, ?)",
+                                    (run_id, launches.TAG_PARENT, launches.TAG_LAUNCH)).fetchall())
+        else:
+            tags = self.client().get_run(run_id).data.tags
+        return tags.get(launches.TAG_PARENT) if launches.TAG_LAUNCH in tags else None
 
     def _steps(self, run_id: str, check: str) -> set[int]:
         key = (run_id, check)

@@ -1,7 +1,8 @@
 """The dashboard as a user sees it: MLflow's UI started on a free localhost port over the store of a finished grid,
-opened in headless Chromium (Debian's chromium and chromium-driver, driven by selenium): the runs are listed with
-their dataset, each run shows its status and final accuracy, and the grid's report is there as artifacts of the
-experiment's summary run.
+opened in headless Chromium (Debian's chromium and chromium-driver, driven by selenium): the address the launcher
+prints opens the training side with the project's columns, the launch's run holds its cells, each run (at the
+address the report links it to) shows its status and final accuracy, and the grid's report is there as artifacts of
+the summary run, in an experiment of its own.
 
 AMDNN_DASHBOARD_SCREENSHOTS=DIR keeps the pages as PNGs in DIR (docs/ holds the ones docs/dashboard.md shows).
 """
@@ -35,10 +36,10 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def report_run(finished_grid) -> str:
     """The experiment's summary run, where the local sweep logged its report (orchestrator.report.summary_run)."""
-    from orchestrator.report.summary_run import find_summary_run
+    from orchestrator.report.summary_run import find_summary_run, report_experiment
 
     client = finished_grid.client()
-    run = find_summary_run(client, client.get_experiment_by_name("amdnn").experiment_id)
+    run = find_summary_run(client, client.get_experiment_by_name(report_experiment("amdnn")).experiment_id)
     assert run is not None, "the local sweep logged no report run"
     return run.info.run_id
 
@@ -94,12 +95,14 @@ def browser():
     driver.quit()
 
 
-def _open(browser, url: str, *expected: str) -> str:
-    """Open `url` and wait until the page's text holds every `expected` string; the text."""
+def _open(browser, url: str | None, *expected: str, switch: bool = True) -> str:
+    """Open `url` (None: stay on the page) and wait until the page's text holds every `expected` string; the text.
+    `switch`: then choose MLflow's training side, where the address does not."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    browser.get(url)
+    if url is not None:
+        browser.get(url)
     text = ""
 
     def shown(driver) -> bool:
@@ -115,7 +118,7 @@ def _open(browser, url: str, *expected: str) -> str:
     for button in browser.find_elements(By.CSS_SELECTOR, "button[aria-label='Close']"):  # the assistant's panel
         if button.is_displayed():
             button.click()
-    for mode in browser.find_elements(By.XPATH, "//*[normalize-space(text())='Model training']"):
+    for mode in browser.find_elements(By.XPATH, "//*[normalize-space(text())='Model training']") if switch else []:
         if mode.is_displayed():  # MLflow 3 opens on its GenAI side; training runs belong to the other
             mode.click()
             break
@@ -137,22 +140,42 @@ def _screenshot(browser, name: str, tmp_path: Path) -> None:
         shutil.copyfile(out, Path(SHOTS) / name)
 
 
-def test_the_runs_are_listed_with_their_dataset(finished_grid, dashboard, browser, report_run, tmp_path):
+def test_the_launch_address_opens_the_training_view_with_the_projects_columns(finished_grid, dashboard, browser,
+                                                                               tmp_path):
+    from selenium.webdriver.common.by import By
+
+    from orchestrator.tracking.dashboard import VIEW_NAME, runs_url
+
     runs = finished_grid.runs()
     digest = runs[0].inputs.dataset_inputs[0].dataset.digest
     exp = finished_grid.client().get_experiment_by_name("amdnn").experiment_id
-    text = _open(browser, f"{dashboard}/#/experiments/{exp}/runs", *(r.info.run_name[:20] for r in runs),
-                 "report", f"digits ({digest[:20]}", "AMDNN grid: each run is one cell")
-    assert text.count(f"digits ({digest[:20]}") == len(runs), text[:3000]  # the Dataset column, one per cell
-    assert re.search(rf"{len(runs) + 1} matching runs", text), text[-500:]
+    launch = "launch lenet300 x native,am16 (digits), 2 cells"
+    # The address the launcher prints: no click on MLflow's GenAI / training switch.
+    url = runs_url(dashboard, exp)
+    assert url.split("/#")[1] in finished_grid.output
+    browser.set_window_size(2000, 800)  # the table renders the columns in view only: all of them in view
+    text = _open(browser, url, launch, VIEW_NAME, "AMDNN grid: each run is one cell", switch=False)
+    header = browser.find_element(By.CSS_SELECTOR, ".ag-header").text
+    for column in ("final_test_accuracy", "amdnn.model", "amdnn.mult", "amdnn.dataset", "amdnn.seed",
+                   "train.epochs", "Dataset"):
+        assert column in header, header
+    assert "report" not in text.split("\n") and "3 matching runs" in text, text[:3000]  # the launch and its cells
+    assert not any(r.info.run_name[:20] in text for r in runs), text[:3000]  # nested in the launch's run, closed
+    (expander,) = browser.find_elements(By.CSS_SELECTOR, "[data-component-id$='runnamecellrenderer.tsx_46']")
+    expander.click()  # the launch's run, opened: its cells, with their accuracy
+    text = _open(browser, None, *(r.info.run_name[:20] for r in runs), f"digits ({digest[:20]}", switch=False)
+    for run in runs:
+        assert f"{run.data.metrics['final_test_accuracy']:.4f}"[:5] in text, text[:3000]
     _screenshot(browser, "dashboard-runs.png", tmp_path)
+    browser.set_window_size(1280, 800)
 
 
 def test_each_run_shows_its_status_accuracy_and_tags(finished_grid, dashboard, browser, report_run, tmp_path):
-    exp = finished_grid.client().get_experiment_by_name("amdnn").experiment_id
+    from orchestrator.tracking.dashboard import run_url
+
     for run in sorted(finished_grid.runs(), key=lambda r: r.info.run_name):
-        accuracy = run.data.metrics["final_test_accuracy"]
-        text = _open(browser, f"{dashboard}/#/experiments/{exp}/runs/{run.info.run_id}", run.info.run_name,
+        accuracy = run.data.metrics["final_test_accuracy"]  # at the address the report links the run to
+        text = _open(browser, run_url(dashboard, run.info.run_id), run.info.run_name,
                      "final_test_accuracy", "amdnn.device", "amdnn.ops_build")
         assert "Finished" in text
         assert re.search(rf"final_test_accuracy\s+{str(accuracy)[:6]}", text), text[-3000:]
@@ -162,7 +185,9 @@ def test_each_run_shows_its_status_accuracy_and_tags(finished_grid, dashboard, b
 
 def test_the_grid_report_is_an_artifact_with_the_runs_accuracies(finished_grid, dashboard, browser, report_run,
                                                                  tmp_path):
-    exp = finished_grid.client().get_experiment_by_name("amdnn").experiment_id
+    from orchestrator.report.summary_run import report_experiment
+
+    exp = finished_grid.client().get_experiment_by_name(report_experiment("amdnn")).experiment_id
     accuracies = {r.data.tags["amdnn.mult"]: r.data.metrics["final_test_accuracy"] for r in finished_grid.runs()}
     text = _open(browser, f"{dashboard}/#/experiments/{exp}/runs/{report_run}/artifacts/report/report.md",
                  "report.csv", "report.html", "heatmap-digits.png", "Final test accuracy (digits)")

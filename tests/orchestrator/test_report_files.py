@@ -17,7 +17,7 @@ from ops.modes import error_stats
 from orchestrator.cell.artifacts import ENERGY_METRIC, MULT_METRIC
 from orchestrator.report import figures, files as report_files, table as report
 from orchestrator.report.__main__ import main as report_command
-from orchestrator.report.summary_run import TAG_SUMMARY
+from orchestrator.report.summary_run import TAG_SUMMARY, report_experiment
 from orchestrator.tracking.tracker import FINAL_KEY, TAG_CELL, Tracker
 from tests.orchestrator.helpers import PYTHON, REPO, env
 
@@ -77,9 +77,11 @@ def test_report_files_and_summary_run_show_the_runs_numbers(store, tmp_path, cap
         else:
             assert (line["model"], line["status"], line["test_accuracy"]) == ("lenet5", "RUNNING", "")
 
-    # The summary run: one per experiment, found by its tag, holding the files the command wrote.
+    # The summary run: one per experiment, in an experiment of its own (never among the cells), found by its tag,
+    # holding the files the command wrote.
     c = client(uri)
-    experiment = c.get_experiment_by_name("amdnn").experiment_id
+    assert not c.search_runs([c.get_experiment_by_name("amdnn").experiment_id], f"tags.`{TAG_SUMMARY}` = 'report'")
+    experiment = c.get_experiment_by_name(report_experiment("amdnn")).experiment_id
     (summary,) = c.search_runs([experiment], filter_string=f"tags.`{TAG_SUMMARY}` = 'report'")
     assert summary.info.status == "FINISHED" and summary.info.run_name == "report"
     names = {a.path for a in c.list_artifacts(summary.info.run_id, "report")}
@@ -204,5 +206,6 @@ def test_the_resume_cron_reports_a_grid_once_when_its_last_cell_finishes(store, 
     assert (grid.root / "report" / "amdnn" / "heatmap-digits.png").exists()
     assert report_if_complete(grid, records, ["finished"] * 4, out) == []  # once
     c = client(uri)
-    (summary,) = c.search_runs([c.get_experiment_by_name("amdnn").experiment_id], f"tags.`{TAG_SUMMARY}` = 'report'")
+    reports = c.get_experiment_by_name(report_experiment("amdnn")).experiment_id
+    (summary,) = c.search_runs([reports], f"tags.`{TAG_SUMMARY}` = 'report'")
     assert c.get_metric_history(summary.info.run_id, "cells_total")[-1].value == 5
