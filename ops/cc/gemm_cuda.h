@@ -3,7 +3,9 @@
 // Plain C++ launch functions on raw device pointers and a CUDA stream, no framework headers: the TensorFlow and
 // PyTorch bindings both call these. Layouts are TensorFlow's: NHWC input, HWIO filter, row-major matrices.
 // Sources: gemm_cuda_modes.cuh (the fast formulas of each mode), gemm_cuda_loaders.cuh (operands and the implicit
-// im2col views), gemm_cuda_kernel.cuh (the tiled kernel and its launch), one gemm_cuda_*.cu per op.
+// im2col views), gemm_cuda_kernel.cuh (the tiled kernel and its launch); the op files gemm_cuda_conv.cu (the
+// forward, whose kernels also run the stride-1 input gradient and matmul), gemm_cuda_input_grad.cu (its stride
+// phases) and gemm_cuda_filter_grad.cu.
 // Every product is the mode's product of multiplier.h, bit for bit; each output is one running fp32 sum over k in
 // order, except where a GEMM has too few output tiles to fill the GPU (the filter gradient, small matmuls): there
 // K is cut into a number of slices fixed by the shapes alone, each slice summed in order, and the slices added in

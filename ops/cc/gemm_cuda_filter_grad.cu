@@ -6,6 +6,13 @@
 namespace amdnn {
 namespace gpu {
 
+size_t conv2d_backprop_filter_workspace_bytes(const ConvGeometry& g) {
+  if (!conv_fits(g)) return workspace_for(g.patch_size(), g.out_c, g.out_pixels());  // the filter gradient refuses it
+  const Im2ColTransposedSkippingPadding a{{{nullptr, geometry32(g), static_cast<int>(g.out_pixels()),
+                                            static_cast<int>(g.patch_size())}}};
+  return padded_workspace_for(a, g.patch_size(), g.out_c, g.out_pixels());
+}
+
 LaunchStatus conv2d_backprop_filter(const GpuMultiplier& mult, const ConvGeometry& g, const float* x, const float* dy,
                                     float* dw, void* workspace, cudaStream_t stream) {
   if (!conv_fits(g)) return {false, kTooLarge};

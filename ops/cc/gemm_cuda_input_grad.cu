@@ -1,10 +1,13 @@
 // CUDA conv2d input gradient: dx = dy (*) w^T as implicit GEMMs over input pixels (no col2im, no atomics), each dx
 // element one running sum over its (kh, kw, co) in order; dy is the left operand of every product.
 //
-// With stride s > 1 (and no dilation) an input pixel is read only by the taps kh = (hi + pad_top) mod s (mod s), so
-// the pixels are split into s_h x s_w phases by (hi + pad_top) mod s, each a GEMM over its own taps only: a gather
-// over all taps would multiply (s_h s_w - 1) / (s_h s_w) zeros, 3/4 of the work at stride 2. The phases write
-// disjoint pixels of dx, each with its own part of the workspace, and run side by side (gemm_cuda_streams.h).
+// At stride 1 without dilation the input gradient is the forward conv of dy by the filter turned around
+// (as_forward): it runs the forward's kernels (gemm_cuda_conv.cu) and has none of its own. With stride s > 1 (and no
+// dilation) an input pixel is read only by the taps kh = (hi + pad_top) mod s (mod s), so the pixels are split into
+// s_h x s_w phases by (hi + pad_top) mod s, each a GEMM over its own taps only: a gather over all taps would multiply
+// (s_h s_w - 1) / (s_h s_w) zeros, 3/4 of the work at stride 2. The phases write disjoint pixels of dx, each with its
+// own part of the workspace, and run side by side (gemm_cuda_streams.h). Dilated convs with a stride gather dy
+// (DyGather).
 //
 // The GEMMs read the filter as HWOI [kh, kw, out_c, in_c]: B's row k = (kh, kw, co) is then in_c contiguous floats,
 // read like the forward's HWIO weights (16-byte loads along n, no transposing stores). Read from HWIO along k, its
@@ -16,7 +19,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "gemm_cuda_padding.cuh"
+#include "gemm_cuda_kernel.cuh"
 #include "gemm_cuda_streams.h"
 
 namespace amdnn {
@@ -50,9 +53,25 @@ bool by_phases(const ConvGeometry& g) {
   return (g.stride_h > 1 || g.stride_w > 1) && g.dilation_h == 1 && g.dilation_w == 1;
 }
 
-// Stride 1 without dilation is one phase of all the taps (conv2d_backprop_input_hwoi).
-bool one_phase(const ConvGeometry& g) {
-  return g.stride_h == 1 && g.stride_w == 1 && g.dilation_h == 1 && g.dilation_w == 1;
+// The stride-1 input gradient without dilation as the forward conv of dy by the filter turned around: dx[n, hi, wi,
+// ci] sums dy[n, hi + pad_top - kh, wi + pad_left - kw, co] * w[kh, kw, co, ci] over (kh, kw, co) in that order, which
+// is conv2d's im2col of dy (in_c = out_c channels) with the paddings and dilations negated, times the HWOI filter read
+// as an HWIO one ([taps, out_c] rows of in_c), onto dx's grid. The same products in the same k order as the phases'
+// gather over one phase of all the taps, which ran it before 2026-11-28 (kernels of its own: 27 instantiations), and
+// the same k slices (pixel_major_plan reads the same padding taps off either loader), so the same bits; the forward's
+// kernels serve it. Dilated convs keep DyGather (at stride 1 too: its k slices are nominal_split's, which the forward's
+// padding plan would change).
+bool as_forward_conv(const ConvGeometry& g) {
+  if (g.stride_h != 1 || g.stride_w != 1 || g.dilation_h != 1 || g.dilation_w != 1) return false;
+  // Im2Col places each row at its receptive field's start in dy, here up to pad_top rows and pad_left columns past
+  // dy's own; those offsets must fit the kernels' 32-bit ints too (a tensor of ~2^31 elements takes DyGather).
+  const int64_t last_row = (g.batch - 1) * g.out_h + g.in_h - 1 + g.pad_top;
+  return (last_row * g.out_w + g.in_w + g.pad_left) * g.out_c <= kMaxElements;
+}
+
+ConvGeometry as_forward(const ConvGeometry& g) {
+  return ConvGeometry{g.batch,  g.out_h, g.out_w,     g.out_c,      g.filter_h, g.filter_w, g.in_c, 1,
+                      1,        -1,      -1,          -g.pad_top,   -g.pad_left, g.in_h,    g.in_w};
 }
 
 // The k of one phase, (jh, jw, co), walked with wrap-arounds.
@@ -119,29 +138,6 @@ struct PhaseGather {
     return in ? load4_at(dy + o.base + (ho * g.out_w + wo) * g.out_c + c.co) : make_uint4(0u, 0u, 0u, 0u);
   }
   bool vector_ok() const { return aligned16(dy) && g.out_c % 4 == 0; }
-};
-
-// The same with its rows pixel-major (gemm_cuda_loaders.cuh, PixelMajorRows), and which taps read only padding.
-struct PhaseGatherPixelMajor : PhaseGather {
-  __device__ Outer outer(int r) const {
-    if (r >= rows) return {0, kOutside, kOutside};
-    const int p = r / g.batch, hq = p / ph.rows_w;
-    return outer_at(r - p * g.batch, hq, p - hq * ph.rows_w);
-  }
-  // Bit t: the phase's tap t = (jh, jw) (< 32) reads outside dy for every row of [row0, row0 + count).
-  __host__ __device__ uint32_t padding_groups(int row0, int count) const {
-    const PixelBox b = pixel_major_box(row0, count, rows, g.batch, ph.rows_w);
-    const int ho_lo = phase_ho0(g, ph, b.h_first), ho_hi = phase_ho0(g, ph, b.h_last);
-    const int wo_lo = phase_wo0(g, ph, b.w_first), wo_hi = phase_wo0(g, ph, b.w_last);
-    const int phase_taps = ph.taps_h * ph.taps_w;
-    uint32_t bits = 0;
-    for (int t = 0; t < (phase_taps < 32 ? phase_taps : 32); ++t) {
-      const int jh = t / ph.taps_w, jw = t % ph.taps_w;
-      if (ho_hi - jh < 0 || ho_lo - jh >= g.out_h || wo_hi - jw < 0 || wo_lo - jw >= g.out_w) bits |= 1u << t;
-    }
-    return bits;
-  }
-  __host__ __device__ int group_k() const { return g.out_c; }  // k per tap
 };
 
 // B of one phase: (n = ci, k = (jh, jw, co)) = w[kh0 + jh * stride_h, kw0 + jw * stride_w, co, ci] of an HWOI filter.
@@ -215,16 +211,9 @@ std::vector<PhaseLaunch> phase_launches(const ConvGeometry& g, size_t* workspace
   return launches;
 }
 
-// The stride-1 input gradient's left operand (rows pixel-major where gemm_cuda_padding.cuh finds it pays).
-PhaseGather one_phase_gather(const ConvGeometry& g, const float* dy) {
-  const int64_t rows = g.batch * g.in_h * g.in_w, k = g.filter_h * g.filter_w * g.out_c;
-  return PhaseGather{dy, geometry32(g), phase_of(g, 0, 0), static_cast<int>(rows), static_cast<int>(k)};
-}
-
 size_t gemm_workspace_bytes(const ConvGeometry& g) {
   const int64_t rows = g.batch * g.in_h * g.in_w, k = g.filter_h * g.filter_w * g.out_c;
-  if (one_phase(g) && conv_fits(g)) return padded_workspace_for(PhaseGatherPixelMajor{one_phase_gather(g, nullptr)},
-                                                                rows, g.in_c, k);
+  if (as_forward_conv(g)) return conv2d_workspace_bytes(as_forward(g));
   if (!by_phases(g)) return workspace_for(rows, g.in_c, k);
   size_t bytes = 0;
   phase_launches(g, &bytes);
@@ -257,19 +246,11 @@ LaunchStatus conv2d_backprop_input(const GpuMultiplier& mult, const ConvGeometry
 LaunchStatus conv2d_backprop_input_hwoi(const GpuMultiplier& mult, const ConvGeometry& g, const float* w,
                                         const float* dy, float* dx, void* workspace, cudaStream_t stream) {
   if (!conv_fits(g)) return {false, kTooLarge};
+  if (as_forward_conv(g)) return conv2d(mult, as_forward(g), dy, w, dx, workspace, stream);
   const Geometry g32 = geometry32(g);
-  if (!by_phases(g)) {  // B [k = (kh, kw, co), in_c] is the HWOI filter as it lies
+  if (!by_phases(g)) {  // dilated: B [k = (kh, kw, co), in_c] is the HWOI filter as it lies
     const int64_t rows = g.batch * g.in_h * g.in_w, k = g.filter_h * g.filter_w * g.out_c;
     const DenseAlongOuter b{w, static_cast<int>(g.in_c), static_cast<int>(k), static_cast<int>(g.in_c)};
-    // Stride 1 without dilation is one phase of all the taps: PhaseGather reads it with two unsigned bounds checks a
-    // group where DyGather, which also serves dilation, takes four and a branch on the stride. The same k order, so
-    // the same bits; the four stride-1 input gradients of the benchmark's shapes 5.97 -> 5.79 ms (lut) and 5.47 ->
-    // 5.36 (am16), now at their forwards' rate (H100, bench/gpu_conv_ops.cu, every hash equal).
-    if (one_phase(g)) {
-      const PixelMajorRows pixel_major_rows{g32.batch, g32.in_h * g32.in_w, g32.in_c};
-      return launch_skipping_padding<PhaseGatherPixelMajor>(mult, one_phase_gather(g, dy), b, rows, g.in_c, k, dx,
-                                                            workspace, stream, pixel_major_rows);
-    }
     const DyGather a{dy, g32, static_cast<int>(rows), static_cast<int>(k)};
     return launch(mult, a, b, rows, g.in_c, k, dx, workspace, stream);
   }

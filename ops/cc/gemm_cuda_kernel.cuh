@@ -1,5 +1,6 @@
-// The CUDA GEMM kernel template and its launch, shared by the op files (gemm_cuda_*.cu, one per loader pair so
-// they compile in parallel): C[m, n] = sum over k of A[m, k] (*) B[k, n].
+// The CUDA GEMM kernel template and its launch, shared by the op files (gemm_cuda_conv.cu, gemm_cuda_input_grad.cu,
+// gemm_cuda_filter_grad.cu: each instantiates its own loaders' kernels, so they compile in parallel): C[m, n] = sum
+// over k of A[m, k] (*) B[k, n].
 //
 // Tiling (SGEMM style): a block computes a BM x BN tile of C, each thread an 8 x 8 register tile (lut: 16 x 4 or 4 x
 // 16, 6 x 16 on 192 x 64; am16 on 128 x 128 tiles: 8 x 4; thread_cols), a warp's threads 4 x 8 of them (lut: 1 x 32 or
@@ -800,11 +801,12 @@ LaunchStatus launch_tiles(Mode mode, const GemmParams<LoadA, LoadB, Rows>& p, in
 
 // Operands that cannot be read four floats at a time take the 128 x 64 kernel with single loads. Those that training
 // meets every step keep one such kernel a mode, with the fast formulas: the forward and the filter gradient of a
-// conv whose input channels are not a multiple of 4 (a CIFAR ResNet's stem, 3 channels; LeNet's convs). The other
-// misaligned GEMMs (matmuls with a size not a multiple of 4, such as a classifier's 10 outputs, a few microseconds;
-// input gradients of such channel counts, which a stem does not need; pixel-major filter gradients of misaligned
-// tensors) and the dilated convs' input gradients (DyGather, every alignment) run the kernel of every mode
-// (kAnyMode, the generic path): one instantiation a loader pair instead of eight, for the build's time.
+// conv whose input channels are not a multiple of 4 (a CIFAR ResNet's stem, 3 channels; LeNet's convs); the forward's
+// also serve the GEMMs that run as forward convs (the stride-1 input gradient, matmul: a classifier's 10 outputs).
+// The other misaligned GEMMs (strided input gradients of such channel counts, which a stem does not need;
+// pixel-major filter gradients of misaligned tensors) and the dilated convs' input gradients (DyGather, every
+// alignment) run the kernel of every mode (kAnyMode, the generic path): one instantiation a loader pair instead of
+// eight, for the build's time.
 template <class LoadA, class LoadB>
 constexpr bool kFastSingleLoad =
     (std::is_same_v<LoadA, Im2Col> || std::is_same_v<LoadA, Im2ColTransposed>) && std::is_same_v<LoadB, DenseAlongOuter>;
@@ -817,7 +819,7 @@ constexpr bool kAnyModeOnly = std::is_same_v<LoadA, DyGather>;
 // and input gradients; a filter gradient's m (its taps) reaches 16,384 only past 1,820 input channels (3 x 3). (A
 // matmul's rarely does either; it keeps the 256 x 64 tiles, through which the device suite checks their ragged last
 // row tile.) The other GEMMs take the 128 x 64 tiles there: the same bits (the slices are nominal_split's either
-// way), one to three instantiations fewer; ptxas spent 2 s of gemm_cuda_matmul.cu's 40 s (sm_90) on lut's 192 x 64.
+// way), one to three instantiations fewer; ptxas spent 2 s of the matmul source's 40 s (sm_90) on lut's 192 x 64.
 template <class LoadA>
 constexpr bool kLut192Tiles = std::is_same_v<LoadA, Im2ColTransposed>;
 template <class LoadA>

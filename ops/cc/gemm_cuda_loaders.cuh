@@ -36,24 +36,6 @@ inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 1
 
 struct KCursor { int k; };
 
-struct DenseAlongK {  // element(o, k) = p[o * ld + k]
-  static constexpr bool kAlongK = true;
-  const float* p;
-  int outer_size, k_size, ld;
-  struct Outer { int offset; bool valid; };
-  using Cursor = KCursor;
-  __device__ Outer outer(int o) const { return {o * ld, o < outer_size}; }
-  __device__ Cursor cursor(int k) const { return {k}; }
-  __device__ void advance(Cursor& c, int step) const { c.k += step; }
-  __device__ uint32_t load(const Outer& o, const Cursor& c) const {
-    return (o.valid && c.k < k_size) ? __float_as_uint(__ldg(p + o.offset + c.k)) : 0u;
-  }
-  __device__ uint4 load4(const Outer& o, const Cursor& c) const {
-    return (o.valid && c.k < k_size) ? load4_at(p + o.offset + c.k) : make_uint4(0u, 0u, 0u, 0u);
-  }
-  bool vector_ok() const { return aligned16(p) && ld % 4 == 0 && k_size % 4 == 0; }
-};
-
 struct DenseAlongOuter {  // element(o, k) = p[k * ld + o]
   static constexpr bool kAlongK = false;
   const float* p;
@@ -249,9 +231,9 @@ struct Im2ColTransposed {
   bool vector_ok() const { return aligned16(x) && g.in_c % 4 == 0; }
 };
 
-// Input-gradient A of a dilated conv (gemm_cuda_input_grad.cu reads the others by stride phases): rows are input
-// pixels (n, hi, wi), k the (kh, kw, co) of the output pixels that read them: dy[n, ho, wo, co] with ho * stride =
-// hi + pad - kh * dilation; taps that land between strides or outside read +0.
+// Input-gradient A of a dilated conv (gemm_cuda_input_grad.cu runs the others as forward convs or by stride phases):
+// rows are input pixels (n, hi, wi), k the (kh, kw, co) of the output pixels that read them: dy[n, ho, wo, co] with
+// ho * stride = hi + pad - kh * dilation; taps that land between strides or outside read +0.
 struct DyGather {
   static constexpr bool kAlongK = true;
   const float* dy;
