@@ -28,8 +28,8 @@ namespace {
 
 // A matmul as a 1 x 1 conv: m images of one pixel of k channels (a [m, k] is their NHWC tensor), b [k, n] the HWIO
 // filter, c [m, n] the output. Im2Col reads a as a dense [m, k] loader would, the products in the same k order with
-// the same k slices (nothing is padding: pixel_major_plan never pays), so the same bits as the kernels of its own that
-// matmul had before 2026-11-28 (19 instantiations); a misaligned matmul now takes the forward's single-load kernel
+// the same k slices (nothing is padding: pixel_major_plan never pays), so the same bits as a dense [m, k] loader of its
+// own would give, without its 19 kernel instantiations; a misaligned matmul takes the forward's single-load kernel
 // of its mode rather than the generic kernel of every mode.
 ConvGeometry matmul_geometry(int64_t m, int64_t n, int64_t k) {
   ConvGeometry g{};

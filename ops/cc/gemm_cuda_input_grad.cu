@@ -57,7 +57,7 @@ bool by_phases(const ConvGeometry& g) {
 // ci] sums dy[n, hi + pad_top - kh, wi + pad_left - kw, co] * w[kh, kw, co, ci] over (kh, kw, co) in that order, which
 // is conv2d's im2col of dy (in_c = out_c channels) with the paddings and dilations negated, times the HWOI filter read
 // as an HWIO one ([taps, out_c] rows of in_c), onto dx's grid. The same products in the same k order as the phases'
-// gather over one phase of all the taps, which ran it before 2026-11-28 (kernels of its own: 27 instantiations), and
+// gather over one phase of all the taps would take (kernels of its own: 27 instantiations saved), and
 // the same k slices (pixel_major_plan reads the same padding taps off either loader), so the same bits; the forward's
 // kernels serve it. Dilated convs keep DyGather (at stride 1 too: its k slices are nominal_split's, which the forward's
 // padding plan would change).
