@@ -157,8 +157,8 @@ class TorchSteps:
     def _step(self, x: torch.Tensor, y: torch.Tensor):
         self.model.zero_grad(set_to_none=True)
         probs = self.model(x, training=True)                        # [batch, classes]
-        # The sum over the batch divided by a Python number: the mean reduction would copy its divisor to the device
-        # every step (a wait, and a copy a captured graph cannot hold).
+        # The sum over the batch divided by the batch size as a Python number: the sum the engine has always divided,
+        # so a step's bits do not depend on how a reduction divides.
         loss = torch.nn.functional.cross_entropy(_logits(probs), y.long(), reduction="sum") / float(len(x))
         if self.model.losses:
             loss = loss + sum(self.model.losses)
