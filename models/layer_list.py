@@ -29,13 +29,13 @@ from ops.modes.multipliers import NATIVE, parse  # noqa: E402
 
 from models.datasets import DATASETS  # noqa: E402
 from models.layer_names import am_layer_names  # noqa: E402
-from models.layer_rules import RuleError, Setting, groups, resolve, selector_matches, setting  # noqa: E402
+from models.layer_rules import EXACT, RuleError, Setting, groups, resolve, selector_matches, setting  # noqa: E402
 from models.registry import MODELS, build_model  # noqa: E402
 
 COLUMNS = ("layer", "kind", "groups", "input", "kernel", "output", "macs_per_image", "macs_share", "multiplier",
-           "exact_gradients", "relative_energy")
+           "exact_gradients", "relative_energy", "relative_power")
 HEAD = ("layer", "kind", "rules that pick it", "input", "kernel", "output", "MACs / image", "share",
-        "multiplier", "exact gradients", "relative energy")
+        "multiplier", "exact gradients", "relative energy", "relative power")
 
 
 def multiply_accumulates(kernel_shape, output_shape) -> int:
@@ -44,17 +44,45 @@ def multiply_accumulates(kernel_shape, output_shape) -> int:
     return int(np.prod(output_shape)) * int(np.prod(tuple(kernel_shape)[:-1]))
 
 
+def relative_figure(mult: str, figure: str) -> float | None:
+    """The multiplier's `figure` (energy, power: ops.modes.costs.FIGURES) relative to the exact one of its width;
+    None where none is published."""
+    cost = parse(mult).cost
+    return None if cost is None else getattr(cost, figure)
+
+
 def relative_energy(mult: str) -> float | None:
     """The multiplier's energy per multiply relative to the exact one of its width; None where none is published."""
-    cost = parse(mult).cost
-    return None if cost is None else cost.energy
+    return relative_figure(mult, "energy")
+
+
+def network_figure(rows, key: str) -> float | None:
+    """Sum over layers of MACs x the layer's `key` (relative_energy, relative_power), over the network's MACs; None
+    where a layer's figure is missing."""
+    if not rows or any(r[key] is None for r in rows):
+        return None
+    return sum(r["macs_per_image"] * r[key] for r in rows) / sum(r["macs_per_image"] for r in rows)
 
 
 def network_energy(rows) -> float | None:
     """Sum over layers of MACs x relative energy, over the network's MACs; None where a layer's figure is missing."""
-    if not rows or any(r["relative_energy"] is None for r in rows):
-        return None
-    return sum(r["macs_per_image"] * r["relative_energy"] for r in rows) / sum(r["macs_per_image"] for r in rows)
+    return network_figure(rows, "relative_energy")
+
+
+def network_power(rows) -> float | None:
+    """Sum over layers of MACs x relative power, over the network's MACs: the mean power of the multipliers doing the
+    network's multiplies at one rate, relative to exact ones (at equal rates, energy per multiply scales as power);
+    None where a layer's figure is missing."""
+    return network_figure(rows, "relative_power")
+
+
+def layer_macs(model_name: str, dataset: str) -> dict[str, int]:
+    """{layer: multiply-accumulates per image} of the network on the data set's inputs, in layer order (the network
+    is built with Keras' own layers: shapes only, no op is built)."""
+    spec = DATASETS[dataset]
+    model = build_model(model_name, NATIVE, spec.input_shape, spec.num_classes)
+    names = am_layer_names(model_name)
+    return {row["layer"]: row["macs_per_image"] for row in layer_rows(model_name, model, dict.fromkeys(names, EXACT))}
 
 
 def _shape(shape) -> str:
@@ -79,7 +107,8 @@ def layer_rows(model_name: str, model, settings: dict[str, Setting]) -> list[dic
                      "groups": ",".join(picks[name]), "input": _shape(layer.input.shape),
                      "kernel": "x".join(map(str, layer.kernel.shape)), "output": _shape(layer.output.shape),
                      "macs_per_image": macs, "multiplier": chosen.label,
-                     "exact_gradients": chosen.exact_gradients, "relative_energy": relative_energy(chosen.spec)})
+                     "exact_gradients": chosen.exact_gradients, "relative_energy": relative_energy(chosen.spec),
+                     "relative_power": relative_figure(chosen.spec, "power")})
     total = sum(r["macs_per_image"] for r in rows)
     for r in rows:
         r["macs_share"] = r["macs_per_image"] / total
@@ -93,7 +122,7 @@ def _cell(key: str, value) -> str:
         return f"{value:,}"
     if key == "macs_share":
         return f"{100 * value:.2f} %"
-    if key == "relative_energy":
+    if key in ("relative_energy", "relative_power"):
         return f"{value:.3f}"
     if key == "exact_gradients":
         return "yes" if value else ""
@@ -122,6 +151,9 @@ def markdown(rows: list[dict], title: str) -> str:
               + (f"{energy:.4f}" if energy is not None else
                  "unknown (no published energy figure for "
                  + ", ".join(sorted({r['multiplier'] for r in rows if r['relative_energy'] is None})) + ")")]
+    power = network_power(rows)
+    if power is not None:
+        lines[-1] += f"; relative multiplication power: {power:.4f}"
     return "\n".join(lines) + "\n"
 
 

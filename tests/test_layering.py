@@ -41,7 +41,7 @@ LAYERS: dict[str, list[list[str]]] = {
 
     # orchestrator: (its parts, bottom up)
     "orchestrator": [["environment", "common"], ["tracking", "schedulers"], ["config"], ["report"], ["cell"],
-                     ["sweep", "cluster", "weights", "rerun"],
+                     ["sweep", "cluster", "weights", "rerun", "explore"],
                      # older module names, kept for jobs and scripts from before the packages (each imports its new one)
                      ["callbacks", "launching", "worker", "tracking_import"]],
     "orchestrator.common": [["paths", "filesystems", "cellfiles", "permissions", "interrupts"]],
@@ -53,7 +53,8 @@ LAYERS: dict[str, list[list[str]]] = {
                                     ["job_environment"], ["__main__"]],
     "orchestrator.config": [["keys"], ["validate"], ["identity"], ["cell"]],
     "orchestrator.report": [["figures", "table", "paired"], ["scope", "comparisons", "histories", "summary_run"],
-                            ["page"], ["files"], ["__main__"]],
+                            ["front", "sensitivity"], ["page", "exploration_figures"], ["files"], ["__main__"]],
+    "orchestrator.explore": [["grid"], ["sensitivity", "search"], ["__main__"]],
     "orchestrator.cell": [["progress", "devices", "energy", "checkpoints", "collapse", "run_facts", "record",
                            "engines"], ["artifacts"],
                           ["trainer"], ["worker"], ["stopping"], ["run"]],

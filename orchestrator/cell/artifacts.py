@@ -6,8 +6,8 @@ through the cell's tracker (so a tracking outage loses none of them) and shown b
                   it did to training
     layers/       at the start: every multiplying layer with its multiplier, gradient mode, multiply-accumulates per
                   image and relative energy (models.layer_list: layer-map.md, layer-map.csv), and the network's
-                  relative multiplication energy as the metric mult_relative_energy at step 0 (where every layer's
-                  multiplier has a published energy figure)
+                  relative multiplication energy and power as the metrics mult_relative_energy and
+                  mult_relative_power at step 0 (each where every layer's multiplier has that published figure)
     profile/      at the start, with profile_layers=true: every AM layer timed against the native one
                   (models.profile), as markdown and CSV
     record/       at the start: the reproducibility record (orchestrator.cell.record): commit, dirty flag and
@@ -36,11 +36,10 @@ from orchestrator.cell import record
 from orchestrator.common.cellfiles import ARTIFACTS, FINAL_WEIGHTS, read_json, write_json
 from orchestrator.config.cell import CellConfig
 from orchestrator.report import figures
-from orchestrator.tracking.tracker import Tracker
+from orchestrator.tracking.tracker import ENERGY_KEY, POWER_KEY, Tracker
 
 log = logging.getLogger(__name__)
 
-ENERGY_METRIC = "mult_relative_energy"  # sum over layers of MACs x relative energy per multiply, over the MACs
 MULT_METRIC = "mult_{}_rel_error"  # mult_mean_rel_error, mult_bias_rel_error, ... mult_grid_mean_rel_error
 PROFILE_REPEATS = 10             # timed calls per pass in a cell's profile (the command's default is 20)
 
@@ -86,16 +85,17 @@ def log_multiplier(cfg: CellConfig, cell_dir: Path, tracker: Tracker) -> None:
 
 def log_layers(cfg: CellConfig, cell_dir: Path, tracker: Tracker, model) -> None:
     """The per-layer map of the cell's model as built (layer-map.md and .csv) and its relative multiplication energy
-    (ENERGY_METRIC, where every layer's multiplier has a published energy figure)."""
+    and power (ENERGY_KEY, POWER_KEY: each where every layer's multiplier has that published figure)."""
 
     def make(folder: Path) -> None:
         rows = layer_list.layer_rows(cfg.model.name, model, cfg.layer_settings())
         title = f"{cfg.model.name} under {cfg.mult.label} on {cfg.dataset.name}: the multiplier of every layer"
         (folder / "layer-map.md").write_text(layer_list.markdown(rows, title))
         (folder / "layer-map.csv").write_text(layer_list.csv_text(rows))
-        energy = layer_list.network_energy(rows)
-        if energy is not None:
-            tracker.log_metrics(0, {ENERGY_METRIC: energy}, check=ENERGY_METRIC)
+        totals = {ENERGY_KEY: layer_list.network_energy(rows), POWER_KEY: layer_list.network_power(rows)}
+        totals = {name: value for name, value in totals.items() if value is not None}
+        if totals:
+            tracker.log_metrics(0, totals, check=next(iter(totals)))
 
     _once(cell_dir, "layers", tracker, make)
 

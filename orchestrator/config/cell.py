@@ -27,7 +27,7 @@ from models.layer_rules import Setting, from_spec
 
 from orchestrator.common import paths
 from orchestrator.config.identity import canonical_json, cell_name, defining_config, mult_label, run_tags
-from orchestrator.config.validate import changed_layers, mult_spec, validate
+from orchestrator.config.validate import changed_layers, folded, mult_spec, validate
 from orchestrator.tracking import launches
 
 LAYER_MAP_PARAM = "mult.layer_map"  # the resolved per-layer map, as a run's param (CellConfig.layer_params)
@@ -206,6 +206,8 @@ def resolve(cfg: Any) -> CellConfig:
     ConfigError naming every problem."""
     c = validate(cfg)
     c.pop("hydra", None)
+    asked = c                # as composed: what the params show
+    c = folded(c)            # rules giving every layer one multiplier are that multiplier (validate.folded)
     defining = canonical_json(defining_config(c))
     identity = hashlib.sha256(defining.encode()).hexdigest()  # as config.identity.cell_identity hashes it
     name = cell_name(c, identity)
@@ -230,7 +232,8 @@ def resolve(cfg: Any) -> CellConfig:
                                 launch=_freeze(launches.from_environment())),
         paths=PathsConfig(data_dir=str(paths.data_dir(c.get("data_dir"))), checkpoint_root=str(root)),
         profile_layers=bool(c.get("profile_layers", False)), system_metrics=bool(c.get("system_metrics", False)),
-        share_with_group=bool(c.get("share_with_group", False)), cluster=_freeze(c.get("cluster") or {}), composed=_freeze(c))
+        share_with_group=bool(c.get("share_with_group", False)), cluster=_freeze(c.get("cluster") or {}),
+        composed=_freeze(asked))
 
 
 _TYPES = {"int": int, "float": float, "bool": bool, "str": str}

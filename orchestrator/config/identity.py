@@ -24,7 +24,8 @@ from ops.modes.multipliers import LUT_NAME, LUT_PREFIX
 
 from orchestrator.common import paths
 from orchestrator.common.cellfiles import job_id
-from orchestrator.config.validate import changed_layers, default_setting, has_layer_rules, layer_settings, to_dict
+from orchestrator.config.validate import changed_layers, default_setting, folded, has_layer_rules, layer_settings, \
+    to_dict
 from orchestrator.tracking.tracker import TAG_CELL, TAG_DEFINING
 
 DEFINING_KEYS = ("model", "mult", "dataset", "seed", "train")
@@ -49,8 +50,8 @@ def _mult_defining(name: str, table: str | None, exact_gradients: Any) -> dict:
 
 def defining_config(cfg: Any) -> dict:
     """The part of the config the identity hashes (plain data, table path replaced by its content hash, per-layer
-    rules by the layers they change)."""
-    c = to_dict(cfg)
+    rules by the layers they change; rules giving every layer one multiplier count as that multiplier)."""
+    c = folded(cfg)
     out = {key: c[key] for key in DEFINING_KEYS}
     mult = dict(out["mult"])
     table = mult.pop("table", None)
@@ -84,7 +85,7 @@ def without_seed(defining: Mapping[str, Any]) -> dict:
 
 def cell_name(cfg: Mapping[str, Any], identity: str | None = None) -> str:
     """A readable, unique folder name: model_mult_dataset_sSEED_<first 12 hex of the identity>."""
-    c = to_dict(cfg)
+    c = folded(cfg)
     identity = identity or cell_identity(c)
     return f"{c['model']['name']}_{c['mult']['name']}_{c['dataset']['name']}_s{c['seed']}_{identity[:12]}"
 
@@ -98,6 +99,7 @@ def cell_folder(cfg: Mapping[str, Any], identity: str | None = None) -> Path:
 def mult_label(cfg: Mapping[str, Any]) -> str:
     """The multiplier as the results table names it: the mode, or lut:<table file name>, and the layers that differ
     from it, grouped: "am16 [first,last: native]", "am16 [stage4: mit16; last: native]"."""
+    cfg = folded(cfg)
     mult = cfg["mult"]
     label = LUT_PREFIX + os.path.basename(str(mult["table"])) if mult["name"] == LUT_NAME else str(mult["name"])
     if not has_layer_rules(cfg):

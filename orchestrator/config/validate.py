@@ -93,6 +93,22 @@ def layer_settings(cfg: Mapping[str, Any]) -> dict[str, layer_rules.Setting]:
                                mult.get("keep"))
 
 
+def folded(cfg: Mapping[str, Any]) -> dict:
+    """The config with rules that give every layer one multiplier written as that multiplier without rules: a
+    sensitivity study's all-approximate baseline (`mult=native mult.layers=[{match: all, mult: am16}]`) is the cell
+    `mult=am16`, with its identity, folder, label and checkpoints. Any other config is returned as it is (a copy)."""
+    c = to_dict(cfg)
+    if not has_layer_rules(c):
+        return c
+    settings = set(layer_settings(c).values())
+    if len(settings) != 1:
+        return c
+    (only,) = settings
+    c["mult"] = {**c["mult"], "name": only.name, "table": only.table, "exact_gradients": only.exact_gradients,
+                 "keep": None, "layers": []}
+    return c
+
+
 def changed_layers(cfg: Mapping[str, Any]) -> dict[str, layer_rules.Setting]:
     """The layers whose Setting is not mult.name's (empty without rules): what sets the cell apart."""
     if not has_layer_rules(cfg):

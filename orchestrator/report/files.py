@@ -10,6 +10,12 @@ summary run of the experiment carries in MLflow.
     heatmap-<dataset>.png       final test accuracy and the paired difference to the baseline, figures.heatmap
     curves-<dataset>.png        test accuracy and loss against epoch, per column the seeds' mean and spread and
                                 each unfinished seed dashed, figures.grid_curves
+    front.csv, front-<dataset>.png
+                                accuracy against relative multiplication energy (or power), the Pareto-optimal
+                                cells marked (report.front), where any cell has a cost figure
+    sensitivity.csv, sensitivity-<dataset>-<model>-<n>.png
+                                each layer sensitivity study: every layer's accuracy change beside its share of
+                                the multiply-accumulates (report.sensitivity), where the runs hold one
 
 All of them show the same cells: table.grids is their one source, and a multiplier has one colour in every figure. A
 cell with no finished run is drawn grey with its state (running, failed, killed, not started), a cell nobody ran is
@@ -25,7 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
-from orchestrator.report import comparisons as compare, figures
+from orchestrator.report import comparisons as compare, exploration_figures, figures, front, sensitivity
 from orchestrator.report.histories import grid_curves
 from orchestrator.report.page import html_page
 from orchestrator.report.scope import experiment_scope
@@ -35,6 +41,7 @@ from orchestrator.report.table import Row, cell_text, collect, finished_accuraci
 from orchestrator.tracking.importer import writing
 
 MARKDOWN, CSV, CELLS_CSV, HTML = "report.md", "report.csv", "cells.csv", "report.html"
+FRONT_CSV, SENSITIVITY_CSV = "front.csv", "sensitivity.csv"
 
 
 def heatmap_name(dataset: str) -> str:
@@ -45,10 +52,21 @@ def curves_name(dataset: str) -> str:
     return f"curves-{dataset}.png"
 
 
-def report_markdown(rows: Sequence[Row], scope: str, found: Sequence[compare.Comparison] | None = None) -> str:
-    """What the report prints and report.md holds: the scope line, the tables, each cell against its baseline."""
+def front_name(dataset: str) -> str:
+    return f"front-{dataset}.png"
+
+
+def sensitivity_name(study: sensitivity.Study, number: int) -> str:
+    return f"sensitivity-{study.dataset}-{study.model}-{number}.png"
+
+
+def report_markdown(rows: Sequence[Row], scope: str, found: Sequence[compare.Comparison] | None = None,
+                    explored: tuple[Sequence[front.Front], Sequence[sensitivity.Study]] | None = None) -> str:
+    """What the report prints and report.md holds: the scope line, the tables, each cell against its baseline, the
+    accuracy-cost fronts and the layer sensitivity studies."""
     found = compare.comparisons(rows) if found is None else found
-    parts = [scope, markdown(rows), compare.markdown(found)]
+    fronts, studies = (front.fronts(rows), sensitivity.studies(rows)) if explored is None else explored
+    parts = [scope, markdown(rows), compare.markdown(found), front.markdown(fronts), sensitivity.markdown(studies)]
     return "\n\n".join(part for part in parts if part)
 
 
@@ -102,9 +120,17 @@ def write_report(rows: Sequence[Row], out_dir: str | Path, experiment: str, uri:
     out.mkdir(parents=True, exist_ok=True)
     scope = experiment_scope(rows, experiment) if scope is None else scope
     found = compare.comparisons(rows)
-    (out / MARKDOWN).write_text(report_markdown(rows, scope, found) + "\n")
+    fronts, studies = front.fronts(rows), sensitivity.studies(rows)
+    (out / MARKDOWN).write_text(report_markdown(rows, scope, found, (fronts, studies)) + "\n")
     (out / CSV).write_text(to_csv(rows))
     (out / CELLS_CSV).write_text(compare.to_csv(found))
+    written = [out / MARKDOWN, out / CSV, out / CELLS_CSV]
+    if fronts:
+        (out / FRONT_CSV).write_text(front.to_csv(fronts))
+        written.append(out / FRONT_CSV)
+    if studies:
+        (out / SENSITIVITY_CSV).write_text(sensitivity.to_csv(studies))
+        written.append(out / SENSITIVITY_CSV)
     layout = grids(rows)
     colours = figures.colours(multipliers(rows))
     figures_of: dict[str, list[Path]] = {}
@@ -118,9 +144,17 @@ def write_report(rows: Sequence[Row], out_dir: str | Path, experiment: str, uri:
                 path = out / curves_name(dataset)
                 figures.save(figures.grid_curves(dataset, curves, colours), path)
                 figures_of.setdefault(dataset, []).append(path)
-    (out / HTML).write_text(html_page(experiment, scope, rows, layout, found, figures_of, colours, uri))
-    return [out / MARKDOWN, out / CSV, out / CELLS_CSV, out / HTML] + [p for paths in figures_of.values()
-                                                                       for p in paths]
+    for dataset in sorted({f.dataset for f in fronts}):
+        path = out / front_name(dataset)
+        figures.save(exploration_figures.front(dataset, [f for f in fronts if f.dataset == dataset], colours), path)
+        figures_of.setdefault(dataset, []).append(path)
+    for number, (study, title) in enumerate(zip(studies, sensitivity.titles(studies)), start=1):
+        path = out / sensitivity_name(study, number)
+        figures.save(exploration_figures.sensitivity(study, title), path)
+        figures_of.setdefault(study.dataset, []).append(path)
+    (out / HTML).write_text(html_page(experiment, scope, rows, layout, found, figures_of, colours, uri,
+                                      (fronts, studies)))
+    return written + [out / HTML] + [p for paths in figures_of.values() for p in paths]
 
 
 def publish_experiment(uri: str, experiment: str, out_dir: str | Path | None = None, cells: Sequence[dict] = (),

@@ -1,6 +1,6 @@
 """The report as one self-contained HTML page (report.files writes it): which runs it covers, per data set its table
-(each column headed by its multiplier's colour in the figures), each cell against its baseline, its figures inlined,
-then every run."""
+(each column headed by its multiplier's colour in the figures), each cell against its baseline, the accuracy-cost
+front's optimal cells and the layer sensitivity studies, its figures inlined, then every run."""
 from __future__ import annotations
 
 import base64
@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from orchestrator.report.comparisons import Comparison, listed, versus_text
-from orchestrator.report.paired import METHOD
+from orchestrator.report.front import Front, axis_label
+from orchestrator.report.paired import METHOD, points_text
+from orchestrator.report.sensitivity import Study, titles
 from orchestrator.report.table import Row, cell_mean, cell_text, column_multipliers
 from orchestrator.tracking.dashboard import UI_VARIABLE, run_url, ui_base
 
@@ -50,6 +52,38 @@ def _comparisons(dataset: str, found: Sequence[Comparison]) -> list[str]:
     return parts
 
 
+def _front(dataset: str, fronts: Sequence[Front]) -> list[str]:
+    parts = []
+    for f in (f for f in fronts if f.dataset == dataset):
+        parts.append(f"<h3>{html.escape(f.model)}: accuracy against {html.escape(axis_label(f.figure))}</h3>"
+                     f"<p><small>The Pareto-optimal cells ({len(f.optimal)} of {len(f.points)} placed): no other cell "
+                     "is at least as accurate and at most as costly." + (
+                         f" No {f.figure} figure for {html.escape(', '.join(f.without))}." if f.without else "")
+                     + "</small></p><table><tr><th>cell</th><th>relative cost</th><th>accuracy</th><th>seeds</th>"
+                     "</tr>")
+        parts += [f"<tr><td class='label'>{html.escape(p.label)}</td><td>{p.cost:.4f}</td><td>{p.accuracy:.4f}</td>"
+                  f"<td>{p.seeds}</td></tr>" for p in f.optimal]
+        parts.append("</table>")
+    return parts
+
+
+def _studies(dataset: str, studies: Sequence[Study]) -> list[str]:
+    parts = []
+    for study, title in zip(studies, titles(studies)):
+        if study.dataset != dataset:
+            continue
+        parts.append(f"<h3>Layer sensitivity: {html.escape(title)}</h3><table><tr><th>layer</th><th>MACs share</th>"
+                     "<th>accuracy</th><th>difference to the reference</th></tr>")
+        for layer in study.layers:
+            share = "-" if layer.share is None else f"{100 * layer.share:.2f} %"
+            accuracy = "-" if layer.accuracy is None else f"{layer.accuracy:.4f}"
+            versus = points_text(layer.versus) if layer.versus else "-"
+            parts.append(f"<tr><td class='label'>{html.escape(layer.layer)}</td><td>{share}</td><td>{accuracy}</td>"
+                         f"<td>{html.escape(versus)}</td></tr>")
+        parts.append("</table>")
+    return parts
+
+
 def _run_link(run_id: str | None, base: str | None) -> str:
     """A run's id, linked to its page in MLflow's UI where the store is known."""
     if not run_id:
@@ -62,7 +96,7 @@ def _run_link(run_id: str | None, base: str | None) -> str:
 
 def html_page(experiment: str, scope: str, rows: Sequence[Row], layout, found: Sequence[Comparison],
               figures_of: Mapping[str, list[Path]], colours: Mapping[str, Sequence[float]],
-              uri: str | None = None) -> str:
+              uri: str | None = None, explored: tuple[Sequence[Front], Sequence[Study]] = ((), ())) -> str:
     """The page: `layout` is table.grids(rows); images inlined, so the one file is all. With the store's `uri`,
     each run links to its page in MLflow's UI (tracking.dashboard.ui_base: a server's own address, else where
     `mlflow ui` answers)."""
@@ -84,6 +118,8 @@ def html_page(experiment: str, scope: str, rows: Sequence[Row], layout, found: S
                          + "</tr>")
         parts.append("</table>")
         parts += _comparisons(dataset, found)
+        parts += _front(dataset, explored[0])
+        parts += _studies(dataset, explored[1])
         parts += [_image(path) for path in figures_of.get(dataset, [])]
     where = "" if base is None else f"Each run id opens the run in MLflow's UI at {base}"
     if base is not None and not str(uri).startswith(("http://", "https://")):

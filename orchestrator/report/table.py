@@ -26,7 +26,7 @@ from orchestrator.config.cell import LAYER_MAP_PARAM
 from orchestrator.config.identity import DEFINING_KEYS, SEED_KEY, without_seed
 from orchestrator.config.validate import model_names, mult_names
 from orchestrator.tracking.reads import cell_runs
-from orchestrator.tracking.tracker import FINAL_KEY, TAG_CELL, TAG_DEFINING, flatten
+from orchestrator.tracking.tracker import ENERGY_KEY, FINAL_KEY, POWER_KEY, TAG_CELL, TAG_DEFINING, flatten
 
 TABLE_HASH = "mult.table_sha256"   # the setting key of a table's contents (identity.defining_config)
 HASH_SHOWN = 8                     # hex digits of a table's hash in a label: enough to tell a grid's tables apart
@@ -48,6 +48,11 @@ class Row:
     # The defining config minus the seed, flattened ({"train.epochs": "15", ...}): equal settings = seeds of one
     # experiment. Empty where nothing is known (then rows group by model and multiplier label alone).
     setting: dict[str, str] = field(default_factory=dict)
+    energy: float | None = None    # the run's relative multiplication energy (ENERGY_KEY), where its figures exist
+    power: float | None = None     # and power (POWER_KEY)
+    # Every layer's multiplier label ({"conv1": "native", "conv2": "am16"}) of a run whose layers differ (the
+    # param mult.layer_map); empty where every layer takes the column's multiplier.
+    layers: dict[str, str] = field(default_factory=dict)
 
 
 def setting_of(defining: Mapping[str, Any]) -> dict[str, str]:
@@ -73,6 +78,14 @@ def _setting_of_run(tags: Mapping[str, str], params: Mapping[str, str]) -> dict[
     return setting
 
 
+def _layer_map(params: Mapping[str, str]) -> dict[str, str]:
+    try:
+        value = json.loads(params.get(LAYER_MAP_PARAM) or "{}")
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
 def collect(uri: str, experiment: str, identities: Iterable[str] | None = None) -> list[Row]:
     """One Row per cell run in `experiment` (only those of `identities` if given; missing ones as MISSING): the
     newest run of each identity."""
@@ -85,7 +98,8 @@ def collect(uri: str, experiment: str, identities: Iterable[str] | None = None) 
             continue
         rows[identity] = Row(identity, tags.get("amdnn.model", "?"), tags.get("amdnn.mult", "?"),
                              tags.get("amdnn.dataset", "?"), tags.get("amdnn.seed", "?"), run.status,
-                             run.metrics.get(FINAL_KEY), run.run_id, _setting_of_run(tags, run.params))
+                             run.metrics.get(FINAL_KEY), run.run_id, _setting_of_run(tags, run.params),
+                             run.metrics.get(ENERGY_KEY), run.metrics.get(POWER_KEY), _layer_map(run.params))
     return list(rows.values())
 
 

@@ -20,6 +20,8 @@ VIEW_NAME = "AMDNN: accuracy, model, mult, dataset, seed, epochs"
 UI_VARIABLE = "AMDNN_DASHBOARD_URL"   # where `mlflow ui` answers, if not at its default address
 UI_DEFAULT = "http://127.0.0.1:5000"  # `mlflow ui`'s own default host and port
 FINAL_KEY = "final_test_accuracy"  # the result of a cell (tracking.tracker re-exports it)
+ENERGY_KEY = "mult_relative_energy"  # sum over layers of MACs x relative energy per multiply, over the MACs (step 0)
+POWER_KEY = "mult_relative_power"    # the same sum of relative power (models.layer_list.network_power)
 # The runs table's columns, as MLflow's UI names them (<group>.`<key>`), in this order.
 COLUMNS = ["metrics.`final_test_accuracy`", "tags.`amdnn.model`", "tags.`amdnn.mult`", "tags.`amdnn.dataset`",
            "tags.`amdnn.seed`", "params.`train.epochs`", "attributes.`Dataset`"]

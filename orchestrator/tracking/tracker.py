@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 from orchestrator.common import paths
 from orchestrator.common.cellfiles import job_id
-from orchestrator.tracking.dashboard import FINAL_KEY  # noqa: F401 - re-exported
+from orchestrator.tracking.dashboard import ENERGY_KEY, FINAL_KEY, POWER_KEY  # noqa: F401 - re-exported
 from orchestrator.tracking.mode import AUTO, QUEUE, QUEUEING, resolve
 from orchestrator.tracking.queue import CellQueue, flocked, register, writer_lock_path
 from orchestrator.tracking.writer import (EPOCH_KEY, TAG_CELL, Cell, StoreWriter,  # noqa: F401 - re-exported

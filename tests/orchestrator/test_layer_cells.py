@@ -89,7 +89,8 @@ def test_a_cell_logs_its_layer_map_and_energy(workdir, tmp_path):
     from orchestrator.cell.run import run_cell
 
     table = shutil.copy(LUTS / "MBM_7.bin", tmp_path / "HALF.bin")
-    (tmp_path / "HALF.cost.json").write_text(json.dumps({"energy": 0.5, "source": "a test's own figure"}))
+    (tmp_path / "HALF.cost.json").write_text(json.dumps({"energy": 0.5, "power": 0.4,
+                                                         "source": "a test's own figure"}))
     result = run_cell(workdir.cfg(*TINY, "train.epochs=1", f"mult.layers=[{{match:fc2,mult:'lut:{table}'}}]"),
                       supervise=False)
     assert result.status == "finished", result.error
@@ -98,11 +99,12 @@ def test_a_cell_logs_its_layer_map_and_energy(workdir, tmp_path):
     assert json.loads(data["params"][LAYER_MAP_PARAM]) == {"fc1": "native", "fc2": "lut:HALF.bin",
                                                            "predictions": "native"}
     assert data["metrics"]["mult_relative_energy"] == [(0, pytest.approx((19_200 + 15_000 + 1_000) / 50_200))]
+    assert data["metrics"]["mult_relative_power"] == [(0, pytest.approx((19_200 + 12_000 + 1_000) / 50_200))]
     files = {f.path for f in MlflowClient(workdir.uri).list_artifacts(result.run_id, "layers")}
     assert files == {"layers/layer-map.md", "layers/layer-map.csv"}
     table_text = Path(MlflowClient(workdir.uri).download_artifacts(result.run_id, "layers/layer-map.md",
                                                                    str(tmp_path))).read_text()
-    assert "| fc2 | dense |  | 300 | 300x100 | 100 | 30,000 | 59.76 % | lut:HALF.bin |  | 0.500 |" in table_text
+    assert "| fc2 | dense |  | 300 | 300x100 | 100 | 30,000 | 59.76 % | lut:HALF.bin |  | 0.500 | 0.400 |" in table_text
     # the report's columns: the map in the label, beside the same cell without rules
     from orchestrator.report import table as report
 

@@ -32,8 +32,9 @@ def test_server_down_training_finishes_and_records_are_flushed_later(workdir):
     records = [json.loads(l) for l in queue.read_text().splitlines()]
     assert records[0]["op"] == "start" and records[-1]["op"] == "end"
     metrics = [sorted(r["metrics"]) for r in records if r["op"] == "metrics"]
-    # the multiplier's relative energy (step 0), 2 epochs, the final accuracy
-    assert len(metrics) == 4 and metrics[0] == ["mult_relative_energy"] and metrics[-1] == ["final_test_accuracy"]
+    # the multiplier's relative energy and power (step 0), 2 epochs, the final accuracy
+    assert len(metrics) == 4 and metrics[0] == ["mult_relative_energy", "mult_relative_power"]
+    assert metrics[-1] == ["final_test_accuracy"]
 
     # Later (the server is back, or the store is another one): launching the finished cell again trains nothing
     # and sends everything that was kept.
@@ -137,5 +138,6 @@ def test_16_training_cells_at_once_on_one_sqlite_store(tmp_path):
         assert result["status"] == "finished"
         data = run_data(uri, result["run_id"])
         assert data["status"] == "FINISHED" and [s for s, _ in data["metrics"]["epoch"]] == [44]
-        # the 8 of an epoch (native: no kernel paths), the final accuracy and the multiplier's relative energy
-        assert len(data["metrics"]) == 10 and data["metrics"]["mult_relative_energy"] == [(0, 1.0)]
+        # the 8 of an epoch (native: no kernel paths), the final accuracy, the multiplier's relative energy and power
+        assert len(data["metrics"]) == 11 and data["metrics"]["mult_relative_energy"] == [(0, 1.0)]
+        assert data["metrics"]["mult_relative_power"] == [(0, 1.0)]
