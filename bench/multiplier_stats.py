@@ -11,11 +11,14 @@ registry. Run from the repository root:
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from ops.modes.costs import FIGURES, SIDE_SUFFIX
-from ops.modes.error_stats import OPERANDS, SEED, error_stats
+from ops.modes.error_stats import OPERANDS, SEED, error_map, error_stats
 from ops.modes.multipliers import LUT_DESCRIPTION, LUT_PATTERN, MODES
 
 # Families whose modes carry no figure in the registry, and why: a figure is published only with a source we have
@@ -30,6 +33,7 @@ NO_FIGURES = {
 }
 
 DOC_PATH = Path(__file__).resolve().parents[1] / "docs" / "multipliers.md"
+SHIPPED_EVOAPPROX = Path(__file__).resolve().parents[1] / "luts" / "evoapprox"  # its *.provenance.json: the table
 
 
 def _percent(fraction: float, signed: bool = False) -> str:
@@ -68,7 +72,7 @@ def render() -> str:
         bits = "-" if mode.mantissa_bits is None else str(mode.mantissa_bits)
         lines.append(f"| `{mode.name}` | {mode.family} | {bits} | {mode.description} {stats} |")
     lines.append(f"| `{LUT_PATTERN}` | table | 1..7 | {LUT_DESCRIPTION} | - | - | - |")
-    return "\n".join(lines + [""] + _costs()) + "\n"
+    return "\n".join(lines + [""] + _costs() + [""] + _evoapprox()) + "\n"
 
 
 def _costs() -> list[str]:
@@ -125,6 +129,77 @@ def _costs() -> list[str]:
         "source states",
         "it, or states the operation rate its power was measured at (energy = power / rate) and says so in `source`.",
     ]
+    return lines
+
+
+EVOAPPROX_TEXT = """\
+## EvoApproxLib tables
+
+EvoApproxLib's 8x8 multipliers are C models, `uint16_t mul8u_<ID>(uint8_t A, uint8_t B)` (unsigned) and
+`int16_t mul8s_<ID>(int8_t A, int8_t B)` (signed); the library also writes them with `uint16_t` results or `uint64_t`
+operands, and any integer types are taken. Each is a pure function, so its 65,536 products are its whole behaviour:
+
+    .venv/bin/python -m ops.tables from-c mul8u/mul8u_2AC.c --bf16 --out DIR   # compile, enumerate, check, write
+    .venv/bin/python -m ops.tables from-c my_mul8s.c --exact                   # check and print only
+
+The command compiles the file with the system C compiler ($CC, cc or gcc) and a driver calling the one function on
+every operand pair; a file with no such function, several, or one of another form is refused with the form expected.
+A circuit that is exact (mae% = 0 in meta.json, or `--exact`) must give a*b everywhere. It prints the table's MAE%,
+WCE%, MRE%, EP% and WCRE% beside those of meta.json (`--meta`, else meta.json beside the file or one folder up),
+EvoApproxLib's definitions over all pairs (ops/modes/circuit_errors.py): e = f(a, b) - a*b, MAE% = 100 mean |e| / 2^16,
+WCE% = 100 max |e| / 2^16, EP% = 100 x the share of e != 0, MRE% = 100 mean |e| / |a*b| over the pairs with a*b != 0,
+WCRE% its maximum (EvoApproxLib rounds MAE and WCE to two digits before dividing; the comparison allows for it).
+With `--out` it writes, per circuit:
+
+- `<circuit>.int8u.npy` / `<circuit>.int8s.npy`: the integer table, numpy .npy of shape (256, 256), little-endian
+  uint16 (unsigned) or int16 (signed); entry [a, b] is f(a, b) for the operand bytes a, b = 0..255 (signed: the
+  two's-complement byte, 255 = -1), a passed first.
+- `<circuit>.bf16.bin` (`--bf16`, unsigned circuits): a bfloat16 mantissa table in the ApproxTrain format (m = 7,
+  16384 bytes; `mult=lut mult.table=FILE`), the circuit as significand multiplier. For the fields Fa, Fb = 0..127,
+  P = f(128 | Fa, 128 | Fb) in units of 2^-14, and the entry at (Fa << 7) | Fb is 0x80 | ((P >> 8) & 127) if
+  P >= 2^15, else (P >> 7) & 127: the product truncated, as ACC_7.bin is defined; the exact circuit's table is
+  ACC_7.bin byte for byte. A product below 1.0 (P < 2^14, which only an approximate circuit gives) has no entry in
+  the format (it would need an exponent - 1): it is clamped to 1.0 (entry 0), the nearest value the format holds,
+  and the number of clamped entries is printed and recorded in the provenance.
+- `<table stem>.cost.json` for each table (ops/modes/costs.py): power, area and delay over those of the exact circuit
+  of the same 8x8 set in meta.json (mul8u_1JFF, mul8s_1KV8), `reference` that circuit, `absolute` the published mW,
+  um^2 and ns, no energy; `source` names EvoApproxLib d321f7f6, the set's paper and PDK45 synthesis, and for a
+  bfloat16 table adds that the figures are those of the 8x8 significand multiplier only, not of the exponent adder
+  and the normalisation. A circuit meta.json does not list gets no cost file.
+- `<circuit>.provenance.json`: circuit, library, commit (`--commit`, default d321f7f6), C file name and sha256, the
+  published figures and sets, the exact reference, the measured figures, and each table's format and sha256.
+
+`luts/evoapprox/` ships such tables (not the C files: users bring the library's); its README gives their provenance,
+and `tests/ops/test_evoapprox_tables.py` checks them against it, and against the C models where the library is at
+hand. MAE% and WCE% as published; power, area and delay relative to the exact circuit of the set; bf16 mean |rel.
+error|: the `.bf16.bin` table's mean relative error over all 16384 mantissa pairs (as `python -m ops.describe
+lut:FILE` prints it), the exact circuit's truncation included; clamped: its entries clamped to 1.0.
+"""
+
+
+def _evoapprox() -> list[str]:
+    """The section on EvoApproxLib tables, with the shipped circuits of luts/evoapprox/ (their provenance files)."""
+    lines = EVOAPPROX_TEXT.splitlines() + [
+        "",
+        "| circuit | tables | MAE% | WCE% | power | area | delay | bf16 mean \\|rel. error\\| | clamped |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    shipped = [json.loads(path.read_text()) for path in SHIPPED_EVOAPPROX.glob("*.provenance.json")]
+    for provenance in sorted(shipped, key=lambda p: (p["kind"], float(p["published"]["mae%"]))):
+        name, published = provenance["circuit"], provenance["published"]
+        first = next(iter(provenance["tables"].values()))
+        cost = json.loads((SHIPPED_EVOAPPROX / first["cost_file"]).read_text())
+        significand = provenance["tables"].get(f"{name}.bf16.bin")
+        if significand is None:
+            bf16 = clamped = "-"
+        else:
+            bf16 = _percent(float(np.abs(error_map(f"lut:{SHIPPED_EVOAPPROX / (name + '.bf16.bin')}")).mean()))
+            clamped = str(significand["clamped_entries"])
+        tables = ", ".join(file[len(name) + 1:].rsplit(".", 1)[0] for file in provenance["tables"])
+        exact = " (exact)" if float(published["mae%"]) == 0 else ""
+        lines.append(f"| {name}{exact} | {tables} | {published['mae%']} | {published['wce%']} | "
+                     + " | ".join(f"{cost[figure]:g}" for figure in ("power", "area", "delay"))
+                     + f" | {bf16} | {clamped} |")
     return lines
 
 
