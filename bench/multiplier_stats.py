@@ -33,7 +33,7 @@ NO_FIGURES = {
 }
 
 DOC_PATH = Path(__file__).resolve().parents[1] / "docs" / "multipliers.md"
-SHIPPED_EVOAPPROX = Path(__file__).resolve().parents[1] / "luts" / "evoapprox"  # its *.provenance.json: the table
+SHIPPED_EVOAPPROX = Path(__file__).resolve().parents[1] / "ops" / "luts" / "evoapprox"  # its *.provenance.json: the table
 
 
 def _percent(fraction: float, signed: bool = False) -> str:
@@ -169,7 +169,7 @@ With `--out` it writes, per circuit:
 - `<circuit>.provenance.json`: circuit, library, commit (`--commit`, default d321f7f6), C file name and sha256, the
   published figures and sets, the exact reference, the measured figures, and each table's format and sha256.
 
-`luts/evoapprox/` ships such tables (not the C files: users bring the library's); its README gives their provenance,
+`ops/luts/evoapprox/` ships such tables (not the C files: users bring the library's); its README gives their provenance,
 and `tests/ops/test_evoapprox_tables.py` checks them against it, and against the C models where the library is at
 hand. MAE% and WCE% as published; power, area and delay relative to the exact circuit of the set; bf16 mean |rel.
 error|: the `.bf16.bin` table's mean relative error over all 16384 mantissa pairs (as `python -m ops.describe
@@ -178,7 +178,7 @@ lut:FILE` prints it), the exact circuit's truncation included; clamped: its entr
 
 
 def _evoapprox() -> list[str]:
-    """The section on EvoApproxLib tables, with the shipped circuits of luts/evoapprox/ (their provenance files)."""
+    """The section on EvoApproxLib tables, with the shipped circuits of ops/luts/evoapprox/ (their provenance files)."""
     lines = EVOAPPROX_TEXT.splitlines() + [
         "",
         "| circuit | tables | MAE% | WCE% | power | area | delay | bf16 mean \\|rel. error\\| | clamped |",

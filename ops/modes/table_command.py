@@ -1,6 +1,6 @@
 """`python -m ops.tables from-c`: the tables of an 8x8 multiplier given as a C model (EvoApproxLib's form).
 
-    python -m ops.tables from-c mul8u/mul8u_2AC.c --bf16 --out luts/evoapprox
+    python -m ops.tables from-c mul8u/mul8u_2AC.c --bf16 --out ops/luts/evoapprox
     python -m ops.tables from-c my_mul8s.c --exact                 checks the file, prints, writes nothing
 
 Compiles and enumerates the C model (ops/modes/c_models.py), checks that an exact circuit (meta.json's mae% = 0, or

@@ -7,7 +7,8 @@ accuracy they cost per share of the network's multiply-accumulates, and one cell
                share(L) x (1 - M's relative energy)); ascending, ties to the larger share, then layer order
 
 Proposal k approximates the k first layers of the order under M and keeps the rest native: k = 1 .. N-1 (k = 0 and
-k = N are the study's ends), or `--steps S` values of k spread evenly over that range. Its predicted relative
+k = N are the study's ends) but a k whose cell the study ran already (k = 1 of an approximate-one study: one layer
+alone), or `--steps S` values of k spread evenly over that range. Its predicted relative
 energy (or power) is 1 - sum of the k shares x (1 - M's figure), where M has one. The proposals are one launch.py
 sweep (mult=native, mult.layers=choice(...)), so each is a cell with its identity, checkpoints and resume, and the
 report's front (report.front) places them beside the study's cells.
@@ -20,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from models.layer_names import am_layer_names
 from ops.modes.multipliers import parse
 
 from orchestrator.explore.grid import Study, StudyError, layers_choice, rule
@@ -87,9 +89,10 @@ def ranking(study: found.Study) -> list[Ranked]:
     return sorted(ranked, key=lambda r: (r.score, -r.share, order[r.layer]))
 
 
-def prefix_lengths(layers: int, steps: int | None) -> list[int]:
-    """The k of each proposal: 1 .. layers-1, or `steps` of them spread evenly (always including both)."""
-    every = list(range(1, layers))
+def prefix_lengths(layers: int, steps: int | None, skip: Sequence[int] = ()) -> list[int]:
+    """The k of each proposal: 1 .. layers-1 but `skip`, or `steps` of them spread evenly (the first and last
+    included)."""
+    every = [k for k in range(1, layers) if k not in skip]
     if steps is None or steps >= len(every):
         return every
     if steps < 1:
@@ -141,6 +144,14 @@ def table(ranked: Sequence[Ranked], lengths: Sequence[int], mult: str) -> str:
     return "\n".join(lines)
 
 
+def run_already(study: found.Study, layers: int) -> list[int]:
+    """The k whose proposal is a cell of the study itself: one layer approximated (k = 1, approximate-one), or all
+    but one (k = layers - 1, exact-one over every layer of the network)."""
+    if study.kind == found.APPROXIMATE_ONE:
+        return [1]
+    return [layers - 1] if layers == len(am_layer_names(study.model)) else []
+
+
 def search_rows(rows: Sequence[Row], study: Study, dataset: str, kind: str, steps: int | None) \
         -> tuple[list[Ranked], list[int], list[str]]:
     """From a store's rows: the ranking, the proposals' k and the launch overrides, for the study's one multiplier."""
@@ -150,7 +161,8 @@ def search_rows(rows: Sequence[Row], study: Study, dataset: str, kind: str, step
     mult = study.mults[0]
     chosen = choose(found.studies(rows), study, mult, dataset, kind)
     ranked = ranking(chosen)
-    lengths = prefix_lengths(len(ranked), steps)
+    lengths = prefix_lengths(len(ranked), steps, run_already(chosen, len(ranked)))
     if not lengths:
-        raise StudyError(f"the study covers {len(ranked)} layer: there is no mix between its ends to propose")
+        raise StudyError(f"the study covers {len(ranked)} layer(s): there is no mix between its ends that it has not "
+                         "run already")
     return ranked, lengths, overrides(study, mult, proposals(ranked, lengths))

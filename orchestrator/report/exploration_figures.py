@@ -2,7 +2,7 @@
 
     front(dataset, found, colours)    accuracy against relative multiplication cost, a panel per model: every cell a
                                       point in its multiplier's colour, the Pareto-optimal ones ringed, joined by the
-                                      front's steps and named
+                                      front's steps and numbered as the front's table lists them
     sensitivity(study, title)         a study's layers: the accuracy difference to its reference (points, with the
                                       95 % interval where there are several seeds) beside each layer's share of the
                                       network's multiply-accumulates
@@ -17,7 +17,6 @@ from orchestrator.report.front import Front, axis_label
 from orchestrator.report.sensitivity import APPROXIMATE_ONE, Study
 
 GREY = (0.5, 0.5, 0.5)
-NAMED = 12   # optimal points named in a panel at most (the rest are in the front's table)
 
 
 def front(dataset: str, found: Sequence[Front], colours_of: Mapping[str, Sequence[float]]):
@@ -33,8 +32,8 @@ def front(dataset: str, found: Sequence[Front], colours_of: Mapping[str, Sequenc
             xs, ys = [p.cost for p in best], [100 * p.accuracy for p in best]
             ax.step(xs, ys, where="post", color="black", linewidth=0.8, alpha=0.6, zorder=2,
                     label=f"Pareto front ({len(best)} of {len(panel.points)} cells)")
-            for p in best[:NAMED]:
-                ax.annotate(p.label, (p.cost, 100 * p.accuracy), fontsize=6, xytext=(4, 3),
+            for number, p in enumerate(best, start=1):  # the number of the front's table (report.front)
+                ax.annotate(str(number), (p.cost, 100 * p.accuracy), fontsize=7, xytext=(4, 3),
                             textcoords="offset points")
             ax.legend(fontsize=7, loc="lower right")
         ax.set_xlabel(axis_label(panel.figure))

@@ -10,7 +10,7 @@ multiply scales as power; EvoApproxLib publishes power, not energy), whichever p
 A cell is Pareto-optimal when no other cell of its panel is at least as accurate and at most as costly, and better in
 one of the two: the cells a designer chooses among.
 
-    fronts(rows)             one Front per (data set, model) with a finished cell that has a cost figure
+    fronts(rows)             one Front per (data set, model) with two finished cells or more that have a cost figure
     markdown(found), to_csv(found)
 """
 from __future__ import annotations
@@ -62,7 +62,7 @@ def pareto(points: Sequence[tuple[float, float]]) -> list[bool]:
 
 
 def fronts(rows: Sequence[Row]) -> list[Front]:
-    """The front of each data set and model (table row) with a finished cell that has a cost figure."""
+    """The front of each data set and model (table row) with at least two finished cells that have a cost figure."""
     found = []
     for dataset, columns, body in grids(rows):
         for model, cells in body:
@@ -73,6 +73,8 @@ def fronts(rows: Sequence[Row]) -> list[Front]:
             figure = FIGURES[counts.index(max(counts))]  # the figure placing the most cells; energy on a tie
             placed = [(column, runs, _cost(runs, figure)) for column, runs in done]
             costed = [(column, runs, cost) for column, runs, cost in placed if cost is not None]
+            if len(costed) < 2:
+                continue  # one cell is no trade-off: the table says all there is
             means = [statistics.fmean(finished_accuracies(runs)) for _, runs, _ in costed]
             optimal = pareto([(cost, mean) for (_, _, cost), mean in zip(costed, means)])
             points = sorted((Point(column, runs[0].mult, mean, len(finished_accuracies(runs)), cost, best)
@@ -94,8 +96,9 @@ def markdown(found: Sequence[Front]) -> str:
     out = ["## Accuracy against multiplication cost", ""]
     for front in found:
         out += [f"### {front.model} on {front.dataset}: the Pareto-optimal cells", "",
-                f"| cell | {axis_label(front.figure)} | final test accuracy | seeds |", "|---|---|---|---|"]
-        out += [f"| {p.label} | {p.cost:.4f} | {p.accuracy:.4f} | {p.seeds} |" for p in front.optimal]
+                f"| # | cell | {axis_label(front.figure)} | final test accuracy | seeds |", "|---|---|---|---|---|"]
+        out += [f"| {number} | {p.label} | {p.cost:.4f} | {p.accuracy:.4f} | {p.seeds} |"
+                for number, p in enumerate(front.optimal, start=1)]
         behind = len(front.points) - len(front.optimal)
         out.append("")
         out.append(f"{len(front.points)} cells placed, {behind} behind the front"

@@ -59,10 +59,10 @@ def _front(dataset: str, fronts: Sequence[Front]) -> list[str]:
                      f"<p><small>The Pareto-optimal cells ({len(f.optimal)} of {len(f.points)} placed): no other cell "
                      "is at least as accurate and at most as costly." + (
                          f" No {f.figure} figure for {html.escape(', '.join(f.without))}." if f.without else "")
-                     + "</small></p><table><tr><th>cell</th><th>relative cost</th><th>accuracy</th><th>seeds</th>"
-                     "</tr>")
-        parts += [f"<tr><td class='label'>{html.escape(p.label)}</td><td>{p.cost:.4f}</td><td>{p.accuracy:.4f}</td>"
-                  f"<td>{p.seeds}</td></tr>" for p in f.optimal]
+                     + "</small></p><table><tr><th>#</th><th>cell</th><th>relative cost</th><th>accuracy</th>"
+                     "<th>seeds</th></tr>")
+        parts += [f"<tr><td>{number}</td><td class='label'>{html.escape(p.label)}</td><td>{p.cost:.4f}</td>"
+                  f"<td>{p.accuracy:.4f}</td><td>{p.seeds}</td></tr>" for number, p in enumerate(f.optimal, start=1)]
         parts.append("</table>")
     return parts
 

@@ -1,6 +1,6 @@
 """Tables from 8x8 multipliers' C models (`python -m ops.tables from-c`, ops/modes/table_command.py and the modules
 it names): C files of EvoApproxLib's form written here, compiled and enumerated for real and checked value by value;
-the exact circuit's bfloat16 table equal to ACC_7.bin; the shipped tables of luts/evoapprox/ checked against their
+the exact circuit's bfloat16 table equal to ACC_7.bin; the shipped tables of ops/luts/evoapprox/ checked against their
 provenance (and against the library's C models where its folder is at hand); a shipped table trained with as
 `mult=lut` and its cost read."""
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ops.modes.table_files import read_table
 from tests.ops.luts import lut_dir
 
 REPO = Path(__file__).resolve().parents[2]
-SHIPPED = REPO / "luts" / "evoapprox"
+SHIPPED = REPO / "ops" / "luts" / "evoapprox"
 HEADER = "#include <stdint.h>\n#include <stdlib.h>\n"
 # C models in EvoApproxLib's forms (1JFF's, 1KV8's, 1L2H's and 2AC's signatures).
 EXACT_U = HEADER + "uint16_t mul8u_EXU(uint8_t a, uint8_t b)\n{\n  return (uint16_t)(a * b);\n}\n"

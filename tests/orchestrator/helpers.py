@@ -148,10 +148,13 @@ def side_by_side(*calls: Callable[[], T]) -> list[T]:
 
 
 def record_run(workdir: Workdir, accuracy: float | None, *overrides: str, tagged: bool = True,
-               status: str = "FINISHED", epochs: Sequence[tuple[float, float]] = ()) -> str:
+               status: str = "FINISHED", epochs: Sequence[tuple[float, float]] = (),
+               start_metrics: dict | None = None) -> str:
     """A run of the cell `overrides` describe, logged through the project's Tracker as run_cell logs it, without
-    training: per epoch its (test accuracy, loss) from `epochs`, `accuracy` as its final test accuracy (None: none),
-    ended with `status`. tagged=False: as a run logged before the defining-config tag existed. Its identity."""
+    training: its params (the per-layer map too), per epoch its (test accuracy, loss) from `epochs`, `accuracy` as its
+    final test accuracy (None: none), `start_metrics` at step 0 (e.g. the relative multiplication energy), ended with
+    `status`. tagged=False: as a run logged before the defining-config tag existed. Its identity."""
+    from orchestrator.config.cell import resolve
     from orchestrator.config.identity import base_tags, cell_identity, cell_name
     from orchestrator.config.validate import validate
     from orchestrator.tracking.tracker import FINAL_KEY, TAG_DEFINING, Tracker, flatten
@@ -163,7 +166,9 @@ def record_run(workdir: Workdir, accuracy: float | None, *overrides: str, tagged
         del tags[TAG_DEFINING]
     tracker = Tracker(workdir.uri, c["experiment"], identity, workdir.path / "cells" / identity[:12],
                       run_name=cell_name(c, identity))
-    tracker.start(flatten(c), tags)
+    tracker.start({**flatten(c), **resolve(c).layer_params()}, tags)
+    if start_metrics:
+        tracker.log_metrics(0, start_metrics, check=next(iter(start_metrics)))
     for epoch, (test_accuracy, loss) in enumerate(epochs, start=1):
         tracker.log_epoch(100 * epoch, {"epoch": epoch, "test_accuracy": test_accuracy, "loss": loss})
     if accuracy is not None:

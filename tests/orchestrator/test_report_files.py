@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from ops.modes import error_stats
-from orchestrator.cell.artifacts import ENERGY_METRIC, MULT_METRIC
+from orchestrator.cell.artifacts import MULT_METRIC
 from orchestrator.report import figures, files as report_files, table as report
 from orchestrator.report.__main__ import main as report_command
 from orchestrator.report.summary_run import TAG_SUMMARY, report_experiment
-from orchestrator.tracking.tracker import FINAL_KEY, TAG_CELL, Tracker
+from orchestrator.tracking.tracker import ENERGY_KEY, FINAL_KEY, POWER_KEY, TAG_CELL, Tracker
 from tests.orchestrator.helpers import PYTHON, REPO, env
 
 GRID = ["-m", "model=lenet300", "mult=native,am16", "seed=0,1", "train.epochs=2", "train.batch_size=64",
@@ -168,10 +168,11 @@ def test_each_cell_logs_its_multiplier_profile_and_curves(store, tmp_path):
         assert "layers/layer-map.md" in files  # every cell: the multiplier of each layer, the relative energy
         if run.data.tags["amdnn.mult"] == "native":
             assert parts == {"curves", "layers", "record", "weights"}
-            assert {k for k in run.data.metrics if k.startswith("mult_")} == {ENERGY_METRIC}
-            assert run.data.metrics[ENERGY_METRIC] == 1.0  # every layer exact
+            assert {k for k in run.data.metrics if k.startswith("mult_")} == {ENERGY_KEY, POWER_KEY}
+            assert run.data.metrics[ENERGY_KEY] == run.data.metrics[POWER_KEY] == 1.0  # every layer exact
             continue
-        assert ENERGY_METRIC not in run.data.metrics  # am16 has no published energy figure (docs/multipliers.md)
+        # am16 has no published figure (docs/multipliers.md)
+        assert ENERGY_KEY not in run.data.metrics and POWER_KEY not in run.data.metrics
         assert files >= {"multiplier/am16-error-map.png", "multiplier/am16-errors.npz",
                          "multiplier/am16-summary.json", "profile/layer-profile.md", "profile/layer-profile.csv"}
         for key in ("mean", "bias", "max", "grid_mean", "grid_max"):
