@@ -18,7 +18,7 @@ def test_pbs_submit_state_walltime_continuation_finish(slurm, sandbox, monkeypat
     # The job's own timer checkpoints warn_before_s before the walltime: here 40 s after a job starts, 15-20 s of them
     # start-up, so a job trains 35-43 epochs (~0.6 s each on the 2-core machine, unloaded): 120 epochs are three jobs,
     # and at least one continuation on a machine twice as fast (~100 epochs a job). The default warning (10 s before
-    # the 1-minute walltime) made 50-s jobs, and the 200 epochs it took to be sure of a continuation were four of them.
+    # the 1-minute walltime) makes 50-s jobs, which took four for the 200 epochs this test trained before 2026-11-28.
     # A loaded machine starts jobs slowly and trains fewer epochs in each: requeues enough for it.
     epochs = 120
     out = sandbox.launch("cluster=pbs", "cluster.flavour=torque", "mult=native", "train.batch_size=4",
