@@ -35,7 +35,8 @@ AS_WRITTEN = {
 SHORTENED = {
     "python3 launch.py -m model=lenet300,lenet5 mult=native,am16": "train.epochs=1 model=lenet300",
 }
-# Run with --help: they train for minutes, or need a GPU, nvcc or a cluster; or they are a synopsis ([--out DIR]).
+# Run with --help: they train for minutes, or need a GPU, nvcc, a cluster, a finished study or the user's C file; or
+# they are a synopsis ([--out DIR]).
 # (Hydra's --help cannot take a sweep's comma lists: those commands are shortened or not run here.)
 WITH_HELP = {
     "python3 launch.py",
@@ -44,6 +45,9 @@ WITH_HELP = {
     ".venv/bin/python -m ops.selftest",
     ".venv/bin/python -m ops.build --cuda --cuda-arch sm_80,sm_90",
     ".venv/bin/python -m ops.build --torch",
+    ".venv/bin/python -m orchestrator.explore sensitivity model=lenet5 dataset=mnist mult=am16",
+    ".venv/bin/python -m orchestrator.explore search model=lenet5 dataset=mnist mult=am16 --steps 3",
+    ".venv/bin/python -m ops.tables from-c mul8u_2AC.c --bf16 --out tables",
 }
 # Not run here, and why.
 NOT_HERE = {
