@@ -132,8 +132,9 @@ def overrides(study: Study, mult: str, chosen: Sequence[Sequence[str]]) -> list[
 def table(ranked: Sequence[Ranked], lengths: Sequence[int], mult: str) -> str:
     """What the command prints: the order and the proposals with their predicted cost."""
     figure = relative_figure(mult)
-    lines = ["| order | layer | MACs share | accuracy lost alone (points) | points per share |", "|---|---|---|---|---|"]
-    lines += [f"| {i} | {r.layer} | {100 * r.share:.2f} % | {100 * r.loss:+.2f} | {r.score:+.3f} |"
+    lines = ["| order | layer | MACs share | accuracy lost alone (points) | points lost / share of the MACs |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {i} | {r.layer} | {100 * r.share:.2f} % | {100 * r.loss:+.2f} | {100 * r.score:+.3f} |"
               for i, r in enumerate(ranked, start=1)]
     lines += ["", "| proposal | layers under " + mult + " | MACs approximated | predicted relative "
               + (figure[0] if figure else "energy") + " |", "|---|---|---|---|"]
