@@ -8,7 +8,7 @@ for every network, order included.
     am_layer_names("lenet5") -> ("conv1", "conv2", "fc1", "fc2", "predictions")
 """
 
-from models.resnet_depths import BOTTLENECK_EXPANSION, DEPTHS, STAGE_FILTERS
+from models.resnet_depths import CONVS, DEPTHS, blocks
 
 LENETS = {
     "lenet300": ("fc1", "fc2", "predictions"),
@@ -18,18 +18,12 @@ LENETS = {
 
 def _resnet(depth: int) -> tuple[str, ...]:
     """stem_conv, then each block's layers in the order the builder makes them (its shortcut projection first, where
-    the block changes shape), then predictions."""
-    kind, blocks_per_stage = DEPTHS[depth]
-    convs = 2 if kind == "basic" else 3
-    expansion = 1 if kind == "basic" else BOTTLENECK_EXPANSION
-    names, channels = ["stem_conv"], STAGE_FILTERS[0]
-    for stage, (filters, blocks) in enumerate(zip(STAGE_FILTERS, blocks_per_stage), start=1):
-        for block in range(1, blocks + 1):
-            prefix, strides = f"stage{stage}_block{block}", 2 if stage > 1 and block == 1 else 1
-            if strides != 1 or channels != filters * expansion:  # models.resnet._shortcut's projection
-                names.append(f"{prefix}_shortcut_conv")
-            names += [f"{prefix}_conv{i}" for i in range(1, convs + 1)]
-            channels = filters * expansion
+    the block has one), then predictions: from the plan models.resnet builds (resnet_depths.blocks)."""
+    names = ["stem_conv"]
+    for block in blocks(depth):
+        if block.projection:
+            names.append(f"{block.prefix}_shortcut_conv")
+        names += [f"{block.prefix}_conv{i}" for i in range(1, CONVS[DEPTHS[depth][0]] + 1)]
     return (*names, "predictions")
 
 

@@ -1,6 +1,7 @@
 """ResNet-18/34/50 for CIFAR-sized images (He et al. 2016, the CIFAR variant): a 3x3 stem, no max-pool.
 
-Depth is data (DEPTHS); one builder makes every depth. Four stages of 64, 128, 256, 512 filters (x4 out of a
+Depth is data (DEPTHS, and the block plan resnet_depths.blocks that models.layer_names reads too); one builder
+makes every depth. Four stages of 64, 128, 256, 512 filters (x4 out of a
 bottleneck), stride 2 at the start of stages 2-4, global average pooling, one dense classifier. Convolutions carry no
 bias (batch normalisation follows each); only convolutions and the classifier multiply, so only they become AM layers.
 
@@ -12,7 +13,7 @@ and predictions (s, b and i count from 1).
 import keras
 
 from models.batchnorm import BatchNormalization
-from models.resnet_depths import BOTTLENECK_EXPANSION, DEPTHS, STAGE_FILTERS
+from models.resnet_depths import BOTTLENECK_EXPANSION, DEPTHS, STAGE_FILTERS, blocks
 
 # The CIFAR ResNet recipe's batch-norm settings (PyTorch's momentum 0.1 is Keras' 0.9).
 BN_MOMENTUM = 0.9
@@ -31,24 +32,27 @@ def _conv_bn(maker, x, prefix, index, filters, kernel_size, strides=1, relu=True
     return x
 
 
-def _shortcut(maker, x, prefix, filters, strides):
-    """Identity, or a 1x1 projection where the block changes the spatial size or the channel count."""
-    if strides == 1 and x.shape[-1] == filters:
+def _shortcut(maker, x, plan, filters):
+    """Identity, or a 1x1 projection where the block changes the spatial size or the channel count (plan.projection,
+    resnet_depths.blocks)."""
+    if not plan.projection:
         return x
-    x = maker.conv(f"{prefix}_shortcut_conv", filters, 1, strides=strides, use_bias=False)(x)
-    return _bn(f"{prefix}_shortcut_bn")(x)
+    x = maker.conv(f"{plan.prefix}_shortcut_conv", filters, 1, strides=plan.strides, use_bias=False)(x)
+    return _bn(f"{plan.prefix}_shortcut_bn")(x)
 
 
-def basic_block(maker, x, prefix, filters, strides):
-    shortcut = _shortcut(maker, x, prefix, filters, strides)
+def basic_block(maker, x, plan):
+    prefix, filters, strides = plan.prefix, plan.filters, plan.strides
+    shortcut = _shortcut(maker, x, plan, filters)
     x = _conv_bn(maker, x, prefix, 1, filters, 3, strides)
     x = _conv_bn(maker, x, prefix, 2, filters, 3, relu=False)
     x = keras.layers.Add(name=f"{prefix}_add")([x, shortcut])
     return keras.layers.ReLU(name=f"{prefix}_out")(x)
 
 
-def bottleneck_block(maker, x, prefix, filters, strides):
-    shortcut = _shortcut(maker, x, prefix, filters * BOTTLENECK_EXPANSION, strides)
+def bottleneck_block(maker, x, plan):
+    prefix, filters, strides = plan.prefix, plan.filters, plan.strides
+    shortcut = _shortcut(maker, x, plan, filters * BOTTLENECK_EXPANSION)
     x = _conv_bn(maker, x, prefix, 1, filters, 1)
     x = _conv_bn(maker, x, prefix, 2, filters, 3, strides)
     x = _conv_bn(maker, x, prefix, 3, filters * BOTTLENECK_EXPANSION, 1, relu=False)
@@ -64,16 +68,13 @@ def resnet(depth, maker, input_shape, num_classes):
         raise ValueError(f"no ResNet of depth {depth}; valid depths: {sorted(DEPTHS)}")
     if len(input_shape) != 3:
         raise ValueError(f"resnet{depth} needs image inputs (height, width, channels), got {tuple(input_shape)}")
-    kind, blocks_per_stage = DEPTHS[depth]
-    block = BLOCKS[kind]
+    block = BLOCKS[DEPTHS[depth][0]]
     inputs = keras.Input(shape=tuple(input_shape), name="input")
     x = maker.conv("stem_conv", STAGE_FILTERS[0], 3, use_bias=False)(inputs)  # [n, 32, 32, 64] on CIFAR
     x = _bn("stem_bn")(x)
     x = keras.layers.ReLU(name="stem_relu")(x)
-    for stage, (filters, blocks) in enumerate(zip(STAGE_FILTERS, blocks_per_stage), start=1):
-        for index in range(1, blocks + 1):
-            strides = 2 if stage > 1 and index == 1 else 1
-            x = block(maker, x, f"stage{stage}_block{index}", filters, strides)
+    for plan in blocks(depth):
+        x = block(maker, x, plan)
     # [n, 4, 4, 512 or 2048] on CIFAR
     x = keras.layers.GlobalAveragePooling2D(name="pool")(x)
     outputs = maker.dense("predictions", num_classes, activation="softmax")(x)
