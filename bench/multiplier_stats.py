@@ -85,8 +85,10 @@ def _costs() -> list[str]:
         "from `ops/modes/costs.py` and the registry. A run logs its relative multiplication energy "
         "(`mult_relative_energy`):",
         "the sum over its layers of multiply-accumulates x the layer multiplier's relative energy, over the network's "
-        "(docs/exploration.md).",
-        "Only figures with a source are given; a mode without one has none, and a run using it logs no energy.",
+        "(docs/exploration.md);",
+        "the same sum of relative power is `mult_relative_power`. Only figures with a source are given; a mode without "
+        "one has none,",
+        "and a run using it logs no such sum.",
         "",
         "| mode | " + " | ".join(FIGURES) + " | source |",
         "|---|" + "---|" * len(FIGURES) + "---|",
@@ -125,9 +127,11 @@ def _costs() -> list[str]:
         "",
         "Energy per multiply is given, never derived: EvoApproxLib publishes power, area and delay, not energy, so this "
         "file",
-        "has none and a run using the table logs no `mult_relative_energy`; a side file gives `energy` where its "
-        "source states",
-        "it, or states the operation rate its power was measured at (energy = power / rate) and says so in `source`.",
+        "has none and a run using the table logs `mult_relative_power` but no `mult_relative_energy`; a side file gives "
+        "`energy`",
+        "where its source states it, or states the operation rate its power was measured at (energy = power / rate) "
+        "and says so in",
+        "`source`.",
     ]
     return lines
 
