@@ -20,6 +20,7 @@ reference not run, is listed without a difference.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import math
 import statistics
@@ -95,6 +96,7 @@ def _mean(runs: Sequence[Row]) -> float | None:
     return statistics.fmean(done) if done else None
 
 
+@functools.lru_cache(maxsize=None)  # a network is built once per report, however many studies share it
 def _shares(model: str, dataset: str) -> dict[str, float]:
     """Each layer's share of the network's multiply-accumulates (models.layer_list builds the network: Keras, only
     where a study is reported); {} where the network cannot be built here."""
