@@ -6,6 +6,7 @@
     models.layer_rules.resolve(model, default, rules, keep)   per-layer multipliers from rules (no Keras)
     models.convert_model(model, multiplier, exact_gradients=False) -> keras.Model (same weights)
     models.AMConv2D, models.AMDense                     Conv2D / Dense over ops.conv2d / ops.matmul
+    models.IntConv2D, models.IntDense                   Conv2D / Dense on 8-bit codes through an integer mode
     models.datasets                                     DATASETS, load, download, batches, steps_per_epoch
     python -m models.download --dataset mnist --data-dir DIR
     python -m models.profile --model lenet5 --mult am16     every AM layer timed against the native one
@@ -23,6 +24,8 @@ _EXPORTS = {
     "convert_model": "models.convert",
     "AMConv2D": "models.layers",
     "AMDense": "models.layers",
+    "IntConv2D": "models.integer_layers",
+    "IntDense": "models.integer_layers",
 }
 
 __all__ = [*_EXPORTS, "datasets"]

@@ -23,11 +23,11 @@ No Keras here: a launch resolves every cell's rules before anything is submitted
 from __future__ import annotations
 
 import fnmatch
-import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ops.modes.multipliers import LUT_NAME, LUT_PREFIX, NATIVE, names, parse
+from ops.modes.multipliers import (LUT_NAME, NATIVE, TABLE_NAMES, compose, decompose, integer_names,
+                                  label, names, parse)
 
 from models.layer_names import am_layer_names
 
@@ -45,21 +45,19 @@ GLOB_CHARACTERS = "*?["
 class Setting:
     """What one layer multiplies with: a mode (or lut and its table file) and the gradient mode."""
 
-    name: str                      # a mode of ops.names(), or "lut"
-    table: str | None = None       # lut only: the table file as configured
+    name: str                      # a mode of ops.names(), "lut", or an integer mode (integer_names)
+    table: str | None = None       # lut and the integer modes only: the table file as configured
     exact_gradients: bool = False  # true: the backward pass multiplies exactly (always false for native)
 
     @property
     def spec(self) -> str:
-        """As ops and models take it: the mode, or lut:<absolute table path>."""
-        if self.name == LUT_NAME:
-            return LUT_PREFIX + os.path.abspath(os.path.expanduser(str(self.table)))
-        return self.name
+        """As ops and models take it: the mode, or name:<absolute table path> (lut, an integer mode's table)."""
+        return compose(self.name, self.table)
 
     @property
     def label(self) -> str:
-        """As the results table names it: the mode, or lut:<table file name>."""
-        return LUT_PREFIX + os.path.basename(str(self.table)) if self.name == LUT_NAME else self.name
+        """As the results table names it: the mode, or name:<table file name>."""
+        return label(self.name, self.table)
 
 
 EXACT = Setting(NATIVE)
@@ -70,14 +68,12 @@ def setting(name: str, table: str | None = None, exact_gradients: bool = False) 
     mode, no table)."""
     if name == NATIVE:
         return EXACT
-    return Setting(name, table if name == LUT_NAME else None, bool(exact_gradients))
+    return Setting(name, (table or None) if name in TABLE_NAMES else None, bool(exact_gradients))
 
 
 def from_spec(spec: str, exact_gradients: bool = False) -> Setting:
-    """The Setting of a multiplier as ops take it (a mode, or lut:<path>)."""
-    if spec.startswith(LUT_PREFIX):
-        return Setting(LUT_NAME, spec[len(LUT_PREFIX):], bool(exact_gradients))
-    return setting(spec, None, exact_gradients)
+    """The Setting of a multiplier as ops take it (a mode, or name:<path>)."""
+    return setting(*decompose(spec), exact_gradients)
 
 
 class RuleError(ValueError):
@@ -129,20 +125,20 @@ def _setting(rule: Mapping[str, Any], default: Setting, where: str, problems: li
     if not isinstance(exact, bool):
         problems.append(f"{where}: exact_gradients={exact!r} must be true or false")
         return None
-    if isinstance(mult, str) and mult.startswith(LUT_PREFIX):
+    if isinstance(mult, str) and decompose(mult)[1] is not None:
         if table is not None:
             problems.append(f"{where}: mult={mult!r} names its table already; drop table={table!r}")
             return None
-        mult, table = LUT_NAME, mult[len(LUT_PREFIX):]
+        mult, table = decompose(mult)
     if not isinstance(mult, str) or not mult:
         problems.append(f"{where} has no multiplier: add mult=NAME, one of {', '.join(names())}, or lut with "
                         "table=FILE")
         return None
-    if mult == LUT_NAME:
-        if not table:
-            problems.append(f"{where}: mult=lut needs table=FILE (an ApproxTrain-format table), or mult=lut:FILE")
-            return None
-        chosen = Setting(LUT_NAME, str(table), exact)
+    if mult == LUT_NAME and not table:
+        problems.append(f"{where}: mult=lut needs table=FILE (an ApproxTrain-format table), or mult=lut:FILE")
+        return None
+    if mult in TABLE_NAMES:  # lut, or an integer mode (the exact multiplier of its kind without a table)
+        chosen = Setting(mult, str(table) if table else None, exact)
         try:
             parse(chosen.spec)
         except (ValueError, OSError) as e:
@@ -150,11 +146,12 @@ def _setting(rule: Mapping[str, Any], default: Setting, where: str, problems: li
             return None
         return chosen
     if table is not None:
-        problems.append(f"{where}: table={table!r} is for mult=lut only; drop it or write mult=lut")
+        problems.append(f"{where}: table={table!r} is for mult=lut or an integer mode ({', '.join(integer_names())}) "
+                        "only; drop it or pick one of those")
         return None
     if mult not in names():
         problems.append(f"{where}: unknown multiplier {mult!r}; valid choices: {', '.join(names())}, "
-                        f"or lut with table=FILE")
+                        f"lut with table=FILE, or an integer mode ({', '.join(integer_names())})")
         return None
     return setting(mult, None, exact)
 
@@ -177,8 +174,8 @@ def rule_text(rule: Any) -> str:
     match = rule.get("match")
     match = ",".join(match) if isinstance(match, (list, tuple)) else match
     mult = rule.get("mult")
-    if mult == LUT_NAME and rule.get("table"):
-        mult = LUT_PREFIX + str(rule["table"])
+    if mult in TABLE_NAMES and rule.get("table"):
+        mult = f"{mult}:{rule['table']}"
     extra = f" exact_gradients={str(rule['exact_gradients']).lower()}" if "exact_gradients" in rule else ""
     return f"{match} -> {mult}{extra}"
 

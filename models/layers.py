@@ -13,6 +13,7 @@ for a model that contains them (jit_compile="auto" resolves to False, jit_compil
 import keras
 
 import ops
+from models.integer_layers import IntConv2D, IntDense
 from ops import NATIVE, keras_ops
 
 
@@ -21,6 +22,14 @@ def check_multiplier(multiplier):
     and Keras runs on a backend the ops have kernels for."""
     ops.parse(multiplier)
     keras_ops.backend()
+
+
+def _check_float_mode(multiplier, layer):
+    """The AM layers multiply floats: an integer mode is refused, naming its own layer."""
+    check_multiplier(multiplier)
+    if ops.parse(multiplier).is_integer:
+        raise ValueError(f"{multiplier!r} is an integer mode: its layers are IntConv2D / IntDense "
+                         f"(models.integer_layers), not {layer}; layers.conv2d / layers.dense pick the right one")
 
 
 def _spatial_arg(values, what):
@@ -39,7 +48,7 @@ class AMConv2D(keras.layers.Conv2D):
         super().__init__(filters, kernel_size, **kwargs)
         if multiplier == NATIVE:
             raise ValueError("AMConv2D needs an approximate multiplier; for 'native' use keras.layers.Conv2D")
-        check_multiplier(multiplier)
+        _check_float_mode(multiplier, "AMConv2D")
         if self.data_format != "channels_last":
             raise ValueError(f"AMConv2D supports data_format='channels_last' (NHWC) only, got {self.data_format!r}")
         if self.groups != 1:
@@ -73,7 +82,7 @@ class AMDense(keras.layers.Dense):
         super().__init__(units, **kwargs)
         if multiplier == NATIVE:
             raise ValueError("AMDense needs an approximate multiplier; for 'native' use keras.layers.Dense")
-        check_multiplier(multiplier)
+        _check_float_mode(multiplier, "AMDense")
         if self.lora_rank:
             raise ValueError("AMDense does not support LoRA (lora_rank): its extra products would bypass "
                              "the multiplier")
@@ -97,14 +106,20 @@ class AMDense(keras.layers.Dense):
 
 
 def conv2d(multiplier, exact_gradients=False, **kwargs):
-    """A Conv2D layer for `multiplier`: Keras' own for 'native', else AMConv2D; kwargs are Conv2D's."""
+    """A Conv2D layer for `multiplier`: Keras' own for 'native', IntConv2D for an integer mode, else AMConv2D;
+    kwargs are Conv2D's."""
     if multiplier == NATIVE:
         return keras.layers.Conv2D(**kwargs)
+    if ops.parse(multiplier).is_integer:
+        return IntConv2D(multiplier=multiplier, exact_gradients=exact_gradients, **kwargs)
     return AMConv2D(multiplier=multiplier, exact_gradients=exact_gradients, **kwargs)
 
 
 def dense(multiplier, exact_gradients=False, **kwargs):
-    """A Dense layer for `multiplier`: Keras' own for 'native', else AMDense; kwargs are Dense's."""
+    """A Dense layer for `multiplier`: Keras' own for 'native', IntDense for an integer mode, else AMDense; kwargs
+    are Dense's."""
     if multiplier == NATIVE:
         return keras.layers.Dense(**kwargs)
+    if ops.parse(multiplier).is_integer:
+        return IntDense(multiplier=multiplier, exact_gradients=exact_gradients, **kwargs)
     return AMDense(multiplier=multiplier, exact_gradients=exact_gradients, **kwargs)

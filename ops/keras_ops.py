@@ -52,3 +52,50 @@ def matmul(x, kernel, multiplier: str, exact_gradients: bool):
 
     return torch_ops.matmul(keras.ops.convert_to_tensor(x), keras.ops.convert_to_tensor(kernel),
                             multiplier=multiplier, exact_gradients=exact_gradients)
+
+
+def int_conv2d_codes(x_codes, w_codes, table, zero_a, zero_w, rescale, signed_codes: bool, strides, padding: str,
+                     dilations):
+    """The integer modes' forward on codes: uint8 NHWC x_codes conv uint8 HWIO w_codes -> float32 NHWC
+    (ops/cc/integer_conv.h; ops.keras_integer builds the layers' arithmetic on it)."""
+    if backend() == "tensorflow":
+        from ops.tf_binding import api  # here, not at the top: a torch-backend process loads no TensorFlow
+
+        return api.int_conv2d_codes(x_codes, w_codes, table, zero_a, zero_w, rescale, signed_codes, strides=strides,
+                                    padding=padding, dilations=dilations)
+    from ops.torch_binding import ops as torch_ops  # here, not at the top: a TF-backend process loads no torch
+
+    return torch_ops.int_conv2d_codes(x_codes, w_codes, table, zero_a, zero_w, rescale, signed_codes, stride=strides,
+                                      padding=padding.lower(), dilation=dilations)
+
+
+def conv2d_backprop_input(input_shape, kernel, dy, strides, padding: str, dilations, multiplier: str):
+    """dx (NHWC, of `input_shape`) of conv2d(x, kernel): dy (*) kernel^T through the multiplier; kernel HWIO."""
+    if backend() == "tensorflow":
+        from ops.tf_binding import api  # here, not at the top: a torch-backend process loads no TensorFlow
+
+        return api.conv2d_backprop_input(input_shape, kernel, dy, strides=strides, padding=padding,
+                                         dilations=dilations, multiplier=multiplier)
+    from ops.torch_binding import ops as torch_ops  # here, not at the top: a TF-backend process loads no torch
+
+    n, h, w, c = (int(v) for v in input_shape)
+    dx = torch_ops.conv2d_backward_input([n, c, h, w], kernel.permute(3, 2, 0, 1), dy.permute(0, 3, 1, 2),
+                                         stride=strides, padding=padding.lower(), dilation=dilations,
+                                         multiplier=multiplier)
+    return dx.permute(0, 2, 3, 1)
+
+
+def conv2d_backprop_filter(x, kernel_shape, dy, strides, padding: str, dilations, multiplier: str):
+    """dkernel (HWIO, of `kernel_shape`) of conv2d(x, kernel): im2col(x)^T (*) dy through the multiplier; x NHWC."""
+    if backend() == "tensorflow":
+        from ops.tf_binding import api  # here, not at the top: a torch-backend process loads no TensorFlow
+
+        return api.conv2d_backprop_filter(x, kernel_shape, dy, strides=strides, padding=padding,
+                                          dilations=dilations, multiplier=multiplier)
+    from ops.torch_binding import ops as torch_ops  # here, not at the top: a TF-backend process loads no torch
+
+    kh, kw, i, o = (int(v) for v in kernel_shape)
+    dw = torch_ops.conv2d_backward_filter(x.permute(0, 3, 1, 2), [o, i, kh, kw], dy.permute(0, 3, 1, 2),
+                                          stride=strides, padding=padding.lower(), dilation=dilations,
+                                          multiplier=multiplier)
+    return dw.permute(2, 3, 1, 0)

@@ -27,8 +27,8 @@ LAYERS: dict[str, list[list[str]]] = {
     # ops: (its parts, bottom up)
     "ops": [["atomic"], ["modes"], ["build"],
             ["tf_binding", "torch_binding", "describe", "tables", "torch_build", "torch_ops"],
-            ["keras_ops", "selftest_frameworks"], ["selftest"]],
-    "ops.modes": [["table_files", "operands", "costs", "c_models", "circuit_errors"],
+            ["keras_ops", "selftest_frameworks"], ["keras_integer"], ["selftest"]],
+    "ops.modes": [["table_files", "operands", "costs", "c_models", "circuit_errors", "integer_names"],
                   ["multipliers", "integer_tables", "significand_tables", "evoapprox"],
                   ["reference", "arguments", "integer_reference"],
                   ["table_make", "error_stats"], ["describe", "table_command"]],
@@ -38,7 +38,7 @@ LAYERS: dict[str, list[list[str]]] = {
 
     # models: (its parts, bottom up)
     "models": [["datasets", "resnet_depths", "engines", "batchnorm", "cuda_probe", "layer_names"],
-               ["layers", "layer_rules"], ["layer_maker", "convert", "optim"],
+               ["layers", "integer_layers", "layer_rules"], ["layer_maker", "convert", "optim"],
                ["lenet", "resnet"], ["registry"], ["layer_list"], ["download", "profile"]],
 
     # orchestrator: (its parts, bottom up)

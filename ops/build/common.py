@@ -21,7 +21,7 @@ from pathlib import Path
 
 SOURCE_DIR = Path(__file__).resolve().parents[1] / "cc"
 # The framework-free CPU core, compiled into every library.
-CORE_SOURCES = ("conv_cpu.cc", "gemm_cpu.cc", "multiplier_setup.cc")
+CORE_SOURCES = ("conv_cpu.cc", "gemm_cpu.cc", "integer_conv_cpu.cc", "multiplier_setup.cc")
 # The framework-free CUDA core, compiled by nvcc into every GPU library.
 CUDA_SOURCES = ("gemm_cuda.cu", "gemm_cuda_conv.cu", "gemm_cuda_input_grad.cu", "gemm_cuda_filter_grad.cu",
                 "gemm_cuda_streams.cu", "gemm_cuda_layouts.cu")

@@ -10,6 +10,7 @@
 //   void conv2d(ctx, mult, g, x, w, y);  conv2d_backprop_input(ctx, mult, g, w, dy, dx);
 //   void conv2d_backprop_filter(ctx, mult, g, x, dy, dw);  matmul(ctx, mult, a, b, c, m, n, k, ta, tb);
 //       on the device's memory; a failed launch fails ctx
+//   void int_conv2d(ctx, g, x, w, args, y);   the integer op (integer_conv.h), for IntConv2DOp
 #ifndef AMDNN_OPS_CC_KERNELS_COMMON_H_
 #define AMDNN_OPS_CC_KERNELS_COMMON_H_
 
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "conv_geometry.h"
+#include "integer_conv.h"
 #include "multiplier_setup.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
@@ -81,28 +83,27 @@ inline Status check_out_backprop(const char* op, const TensorShape& expected, co
   return Status();
 }
 
-template <typename Backend>
-class ConvKernel : public AmdnnKernel<Backend> {
+// The conv attributes (strides, dilations, padding) and the geometry they give, with TF's SAME/VALID rules and
+// errors naming both shapes: what the float ops and the integer op share.
+class ConvAttrs {
  public:
-  explicit ConvKernel(OpKernelConstruction* ctx) : AmdnnKernel<Backend>(ctx) {
+  explicit ConvAttrs(OpKernelConstruction* ctx) : name_(ctx->def().name()) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("strides", &strides_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("dilations", &dilations_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("padding", &padding_));
     OP_REQUIRES(ctx, strides_.size() == 2 && strides_[0] >= 1 && strides_[1] >= 1,
-                errors::InvalidArgument(this->name(), ": strides must be 2 positive integers [h, w], got ",
+                errors::InvalidArgument(name_, ": strides must be 2 positive integers [h, w], got ",
                                         strides_.size(), " values"));
     OP_REQUIRES(ctx, dilations_.size() == 2 && dilations_[0] >= 1 && dilations_[1] >= 1,
-                errors::InvalidArgument(this->name(), ": dilations must be 2 positive integers [h, w]"));
+                errors::InvalidArgument(name_, ": dilations must be 2 positive integers [h, w]"));
   }
 
- protected:
-  // Geometry from the input and filter shapes, with TF's SAME/VALID rules; errors name both shapes.
   Status geometry(const TensorShape& x, const TensorShape& w, ConvGeometry* g) const {
     if (x.dims() != 4 || w.dims() != 4)
-      return errors::InvalidArgument(this->name(), ": input must be 4-D NHWC and filter 4-D HWIO; got input shape ",
+      return errors::InvalidArgument(name_, ": input must be 4-D NHWC and filter 4-D HWIO; got input shape ",
                                      x.DebugString(), " and filter shape ", w.DebugString());
     if (x.dim_size(3) != w.dim_size(2))
-      return errors::InvalidArgument(this->name(), ": input channels ", x.dim_size(3),
+      return errors::InvalidArgument(name_, ": input channels ", x.dim_size(3),
                                      " differ from filter input channels ", w.dim_size(2), "; input shape ",
                                      x.DebugString(), ", filter shape ", w.DebugString());
     *g = ConvGeometry{x.dim_size(0), x.dim_size(1), x.dim_size(2), x.dim_size(3), w.dim_size(0), w.dim_size(1),
@@ -111,8 +112,6 @@ class ConvKernel : public AmdnnKernel<Backend> {
     TF_RETURN_IF_ERROR(axis(g->in_w, g->filter_w, g->stride_w, g->dilation_w, x, w, &g->out_w, &g->pad_left));
     return Status();
   }
-
-  TensorShape output_shape(const ConvGeometry& g) const { return TensorShape({g.batch, g.out_h, g.out_w, g.out_c}); }
 
  private:
   Status axis(int64_t in, int64_t filter, int64_t stride, int64_t dilation, const TensorShape& x,
@@ -124,7 +123,7 @@ class ConvKernel : public AmdnnKernel<Backend> {
       return Status();
     }
     if (in < effective)
-      return errors::InvalidArgument(this->name(), ": with VALID padding the input (shape ", x.DebugString(),
+      return errors::InvalidArgument(name_, ": with VALID padding the input (shape ", x.DebugString(),
                                      ") is smaller than the dilated filter (shape ", w.DebugString(),
                                      ", dilation ", dilation, "): the output would be empty or negative");
     *out = (in - effective) / stride + 1;
@@ -132,8 +131,28 @@ class ConvKernel : public AmdnnKernel<Backend> {
     return Status();
   }
 
+  std::string name_;
   std::vector<int32_t> strides_, dilations_;
   std::string padding_;
+};
+
+inline TensorShape conv_output_shape(const ConvGeometry& g) {
+  return TensorShape({g.batch, g.out_h, g.out_w, g.out_c});
+}
+
+template <typename Backend>
+class ConvKernel : public AmdnnKernel<Backend> {
+ public:
+  explicit ConvKernel(OpKernelConstruction* ctx) : AmdnnKernel<Backend>(ctx), attrs_(ctx) {}
+
+ protected:
+  Status geometry(const TensorShape& x, const TensorShape& w, ConvGeometry* g) const {
+    return attrs_.geometry(x, w, g);
+  }
+  TensorShape output_shape(const ConvGeometry& g) const { return conv_output_shape(g); }
+
+ private:
+  ConvAttrs attrs_;
 };
 
 template <typename Backend>
@@ -227,6 +246,56 @@ class MatMulOp : public AmdnnKernel<Backend> {
 
  private:
   bool transpose_a_, transpose_b_;
+};
+
+// ------------------------------------------------------------------------------------------------ integer conv
+
+// AmdnnIntConv2D: the integer modes' forward (integer_conv.h) on codes. Inputs: codes (uint8 NHWC), filter codes
+// (uint8 HWIO), table (int32, 65536), zero_a (int32, 1), zero_w and rescale (int32 and float, one per output
+// channel), all in the device's memory. The backend's int_conv2d(ctx, g, x, w, args, y) launches it.
+template <typename Backend>
+class IntConv2DOp : public OpKernel {
+ public:
+  explicit IntConv2DOp(OpKernelConstruction* ctx) : OpKernel(ctx), attrs_(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("signed_codes", &signed_codes_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& x = ctx->input(0);
+    const Tensor& w = ctx->input(1);
+    ConvGeometry g;
+    OP_REQUIRES_OK(ctx, attrs_.geometry(x.shape(), w.shape(), &g));
+    OP_REQUIRES(ctx, g.patch_size() <= kIntMaxTaps,
+                errors::InvalidArgument(name(), ": ", g.patch_size(), " taps per output (filter shape ",
+                                        w.shape().DebugString(), "); the integer sums hold at most ", kIntMaxTaps));
+    const Tensor& table = ctx->input(2);
+    OP_REQUIRES(ctx, table.NumElements() == kIntTableEntries,
+                errors::InvalidArgument(name(), ": table must hold 65536 int32 products (256 x 256), got shape ",
+                                        table.shape().DebugString()));
+    const Tensor& zero_a = ctx->input(3);
+    OP_REQUIRES(ctx, zero_a.NumElements() == 1,
+                errors::InvalidArgument(name(), ": zero_a must hold 1 value, got shape ", zero_a.shape().DebugString()));
+    const Tensor& zero_w = ctx->input(4);
+    const Tensor& rescale = ctx->input(5);
+    OP_REQUIRES(ctx, zero_w.NumElements() == g.out_c && rescale.NumElements() == g.out_c,
+                errors::InvalidArgument(name(), ": zero_w and rescale must hold one value per output channel (",
+                                        g.out_c, "), got shapes ", zero_w.shape().DebugString(), " and ",
+                                        rescale.shape().DebugString()));
+    Tensor* y = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, conv_output_shape(g), &y));
+    IntConvArgs args;
+    args.table = table.flat<int32_t>().data();
+    args.signed_codes = signed_codes_;
+    args.zero_a = zero_a.flat<int32_t>().data();
+    args.zero_w = zero_w.flat<int32_t>().data();
+    args.rescale = rescale.flat<float>().data();
+    backend_.int_conv2d(ctx, g, x.flat<uint8_t>().data(), w.flat<uint8_t>().data(), args, y->flat<float>().data());
+  }
+
+ private:
+  ConvAttrs attrs_;
+  bool signed_codes_ = true;
+  Backend backend_;
 };
 
 }  // namespace kernels

@@ -51,6 +51,10 @@ class CpuBackend {
                               const float* dy, float* dw) {
     conv2d_backprop_filter_cpu(mult, g, x, dy, dw, thread_pool(ctx), num_threads(ctx));
   }
+  void int_conv2d(OpKernelContext* ctx, const ConvGeometry& g, const uint8_t* x, const uint8_t* w,
+                  const IntConvArgs& args, float* y) {
+    int_conv2d_cpu(g, x, w, args, y, thread_pool(ctx));
+  }
   void matmul(OpKernelContext* ctx, const Multiplier& mult, const float* a, const float* b, float* c, int64_t m,
               int64_t n, int64_t k, bool transpose_a, bool transpose_b) {
     matmul_cpu(mult, a, b, c, m, n, k, transpose_a, transpose_b, thread_pool(ctx), num_threads(ctx));
@@ -121,6 +125,7 @@ REGISTER_KERNEL_BUILDER(Name("AmdnnConv2DBackpropInput").Device(::tensorflow::DE
 REGISTER_KERNEL_BUILDER(Name("AmdnnConv2DBackpropFilter").Device(::tensorflow::DEVICE_CPU).HostMemory("filter_sizes"),
                         Conv2DBackpropFilterOp<CpuBackend>);
 REGISTER_KERNEL_BUILDER(Name("AmdnnMatMul").Device(::tensorflow::DEVICE_CPU), MatMulOp<CpuBackend>);
+REGISTER_KERNEL_BUILDER(Name("AmdnnIntConv2D").Device(::tensorflow::DEVICE_CPU), IntConv2DOp<CpuBackend>);
 
 }  // namespace kernels
 }  // namespace amdnn

@@ -113,6 +113,22 @@ REGISTER_OP("AmdnnMatMul")
     .SetShapeFn(::tensorflow::shape_inference::MatMulShape)
     .Doc("2-D matrix product, every product through the multiplier (a is the left operand), fp32 accumulation.");
 
+REGISTER_OP("AmdnnIntConv2D")
+    .Input("input: uint8")
+    .Input("filter: uint8")
+    .Input("table: int32")
+    .Input("zero_a: int32")
+    .Input("zero_w: int32")
+    .Input("rescale: float")
+    .Output("output: float")
+    .Attr("signed_codes: bool = true")
+    .Attr("strides: list(int) = [1, 1]")
+    .Attr("dilations: list(int) = [1, 1]")
+    .Attr("padding: {'SAME', 'VALID'}")
+    .SetShapeFn(conv2d_shape)
+    .Doc("The integer modes' forward: NHWC codes conv HWIO codes, every product an entry of the 256 x 256 table, "
+         "exact integer sums with the zero-point terms, rescaled per output channel (integer_conv.h).");
+
 REGISTER_OP("AmdnnPathCounts")
     .Output("counts: int64")
     .SetIsStateful()  // a fresh reading at every run: never folded or cached

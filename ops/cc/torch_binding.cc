@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "conv_cpu.h"
+#include "integer_conv.h"
 #include "multiplier_setup.h"
 
 #if defined(AMDNN_WITH_CUDA)
@@ -186,6 +187,61 @@ Tensor products_cpu_kernel(const Tensor& a, const Tensor& b, const Tensor& table
   return out;
 }
 
+// ------------------------------------------------------------------------------------------------ integer conv
+
+// The integer op's checks, on any device: codes uint8 x NHWC [N, H, W, C] and w HWIO [kh, kw, C, O] (the codes are
+// the bindings' own tensors, not a user's, so they keep TF's layouts), table int32 [65536], zero_a int32 [1], zero_w
+// int32 [O], rescale float32 [O], all on x's device; padding [top, bottom, left, right]. Returns the geometry and the
+// arguments (pointers into the contiguous tensors, which `keep` holds).
+ConvGeometry int_conv2d_setup(const Tensor& x, const Tensor& w, const Tensor& table, const Tensor& zero_a,
+                              const Tensor& zero_w, const Tensor& rescale, bool signed_codes, at::IntArrayRef stride,
+                              at::IntArrayRef padding, at::IntArrayRef dilation, IntConvArgs* args,
+                              std::vector<Tensor>* keep) {
+  TORCH_CHECK(x.scalar_type() == torch::kUInt8 && w.scalar_type() == torch::kUInt8,
+              "amdnn.int_conv2d: the codes must be uint8 (bytes), got ", x.scalar_type(), " and ", w.scalar_type());
+  TORCH_CHECK(x.dim() == 4 && w.dim() == 4, "amdnn.int_conv2d: codes must be 4-D NHWC and filter codes 4-D HWIO; "
+              "got ", x.sizes(), " and ", w.sizes());
+  for (const Tensor* t : {&w, &table, &zero_a, &zero_w, &rescale}) check_same_device(x, *t, "int_conv2d");
+  // The NCHW / OIHW sizes the shared geometry reads.
+  const std::vector<int64_t> x_nchw{x.size(0), x.size(3), x.size(1), x.size(2)};
+  const std::vector<int64_t> w_oihw{w.size(3), w.size(2), w.size(0), w.size(1)};
+  const ConvGeometry g = geometry("int_conv2d", x_nchw, w_oihw, stride, padding, dilation);
+  TORCH_CHECK(g.patch_size() <= kIntMaxTaps, "amdnn.int_conv2d: ", g.patch_size(), " taps per output (filter ",
+              w.sizes(), "); the integer sums hold at most ", kIntMaxTaps);
+  TORCH_CHECK(table.scalar_type() == torch::kInt32 && table.numel() == kIntTableEntries,
+              "amdnn.int_conv2d: table must hold 65536 int32 products (256 x 256), got ", table.scalar_type(), " ",
+              table.sizes());
+  TORCH_CHECK(zero_a.scalar_type() == torch::kInt32 && zero_a.numel() == 1,
+              "amdnn.int_conv2d: zero_a must be 1 int32 value, got ", zero_a.scalar_type(), " ", zero_a.sizes());
+  TORCH_CHECK(zero_w.scalar_type() == torch::kInt32 && zero_w.numel() == g.out_c,
+              "amdnn.int_conv2d: zero_w must be ", g.out_c, " int32 values (one per output channel), got ",
+              zero_w.scalar_type(), " ", zero_w.sizes());
+  TORCH_CHECK(rescale.scalar_type() == torch::kFloat32 && rescale.numel() == g.out_c,
+              "amdnn.int_conv2d: rescale must be ", g.out_c, " float32 values (one per output channel), got ",
+              rescale.scalar_type(), " ", rescale.sizes());
+  *keep = {x.contiguous(), w.contiguous(), table.contiguous(), zero_a.contiguous(), zero_w.contiguous(),
+           rescale.contiguous()};
+  args->table = (*keep)[2].data_ptr<int32_t>();
+  args->signed_codes = signed_codes;
+  args->zero_a = (*keep)[3].data_ptr<int32_t>();
+  args->zero_w = (*keep)[4].data_ptr<int32_t>();
+  args->rescale = (*keep)[5].data_ptr<float>();
+  return g;
+}
+
+Tensor int_conv2d_cpu_kernel(const Tensor& x, const Tensor& w, const Tensor& table, const Tensor& zero_a,
+                             const Tensor& zero_w, const Tensor& rescale, bool signed_codes, at::IntArrayRef stride,
+                             at::IntArrayRef padding, at::IntArrayRef dilation) {
+  IntConvArgs args;
+  std::vector<Tensor> keep;
+  const ConvGeometry g = int_conv2d_setup(x, w, table, zero_a, zero_w, rescale, signed_codes, stride, padding,
+                                          dilation, &args, &keep);
+  Tensor y = torch::empty({g.batch, g.out_h, g.out_w, g.out_c}, x.options().dtype(torch::kFloat32));
+  int_conv2d_cpu(g, keep[0].data_ptr<uint8_t>(), keep[1].data_ptr<uint8_t>(), args, y.data_ptr<float>(),
+                 torch_parallel_for);
+  return y;
+}
+
 // ------------------------------------------------------------------------------------------------ CUDA
 
 #if defined(AMDNN_WITH_CUDA)
@@ -336,6 +392,8 @@ TORCH_LIBRARY(amdnn, m) {
         "int[] stride, int[] padding, int[] dilation) -> Tensor");
   m.def("matmul(Tensor a, Tensor b, Tensor table, str multiplier, bool exact_gradients=False) -> Tensor");
   m.def("products(Tensor a, Tensor b, Tensor table, str multiplier) -> Tensor");
+  m.def("int_conv2d(Tensor x, Tensor w, Tensor table, Tensor zero_a, Tensor zero_w, Tensor rescale, "
+        "bool signed_codes, int[] stride, int[] padding, int[] dilation) -> Tensor");
   m.def("gpu_path_counts() -> int[]", &gpu_path_counts);
   m.def("cpu_path_counts() -> int[]", &cpu_path_counts);
 }
@@ -346,6 +404,7 @@ TORCH_LIBRARY_IMPL(amdnn, CPU, m) {
   m.impl("conv2d_backward_filter", &conv2d_backward_filter_cpu_kernel);
   m.impl("matmul", &matmul_cpu_kernel);
   m.impl("products", &products_cpu_kernel);
+  m.impl("int_conv2d", &int_conv2d_cpu_kernel);
 }
 
 #if defined(AMDNN_WITH_CUDA)

@@ -23,6 +23,10 @@ def kernel_arguments(multiplier) -> tuple[str, np.ndarray]:
                          "tf.matmul, torch.nn.functional.conv2d / torch.matmul, or a native Keras layer; simulated "
                          "modes: "
                          f"{', '.join(names(include_native=False))}")
+    if spec.is_integer:
+        raise ValueError(f"multiplier {spec.name!r} is an integer mode: it quantises its operands to 8-bit codes, so "
+                         "it runs as a layer (models' integer layers, ops.keras_integer), not as ops.conv2d / "
+                         "ops.matmul on floats")
     if spec.table is not None:
         return "table", np.ascontiguousarray(spec.table, dtype=np.uint8).reshape(-1)
     return spec.name, _EMPTY_TABLE

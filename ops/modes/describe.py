@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from ops.modes import error_stats
+from ops.modes.circuit_errors import circuit_errors, exact_products
+from ops.modes.integer_reference import integer_mode
 from ops.modes.multipliers import LUT_PATTERN, names, parse
 
 DEFAULT_OUT = "reports/multipliers"   # never the current folder: run from a clone's root, that would be the repository's
@@ -31,7 +33,8 @@ STATS = (("mean", "mean |rel. error|"), ("bias", "bias (mean rel. error)"), ("ma
 def file_stem(multiplier: str) -> str:
     """A file name for a mode as users type it: am16 -> am16, lut:/x/MBM_7.bin -> lut-MBM_7.bin."""
     mode = parse(multiplier)
-    name = f"lut-{mode.path.name}" if mode.path is not None else mode.name
+    prefix = mode.name.partition(":")[0] if mode.is_integer else "lut"
+    name = f"{prefix}-{mode.path.name}" if mode.path is not None else mode.name
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
 
 
@@ -39,8 +42,31 @@ def _percent(fraction: float) -> str:
     return f"{100 * fraction:+.4g} %" if fraction < 0 else f"{100 * fraction:.4g} %"
 
 
+def integer_summary(multiplier: str) -> tuple[dict, np.ndarray]:
+    """An integer mode's summary (its table's relative error over every pair of codes whose exact product is not 0:
+    mean, bias, max; and EvoApproxLib's figures of the circuit) and the (256, 256) relative error map (NaN where the
+    exact product is 0), indexed by the codes' bytes [a, w]."""
+    mode = integer_mode(parse(multiplier).name)
+    exact = exact_products(mode.kind).astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        relative = np.where(exact != 0, (mode.table.astype(np.float64) - exact) / np.abs(exact), np.nan)
+    valid = relative[~np.isnan(relative)]
+    summary = {"mode": mode.name, "family": "integer", "kind": mode.kind, "scheme": mode.scheme,
+               "products": int(valid.size), "mean": float(np.abs(valid).mean()), "bias": float(valid.mean()),
+               "max": float(np.abs(valid).max()), "circuit": circuit_errors(mode.table, mode.kind)}
+    return summary, relative
+
+
 def text(summary: dict) -> str:
     """The summary as lines a user reads."""
+    if summary["family"] == "integer":
+        lines = [f"{summary['mode']}: integer multiplier on {summary['scheme']} {summary['kind']} 8-bit codes",
+                 f"every pair of codes with a nonzero exact product ({summary['products']:,}), relative error = "
+                 f"(table - exact) / |exact|:"]
+        lines += [f"  {label:<24} {_percent(summary[key])}" for key, label in STATS]
+        lines.append("  EvoApproxLib's figures: " + ", ".join(f"{key} {value:.4g}"
+                                                              for key, value in summary["circuit"].items()))
+        return "\n".join(lines)
     bits = summary["mantissa_bits"]
     lines = [f"{summary['mode']}: {summary['family']} multiplier, {bits} mantissa bits",
              f"single products of {summary['operands']:,} standard normal fp32 pairs (seed {summary['seed']}), "
@@ -62,9 +88,19 @@ def figure(multiplier: str, data: dict):
     matplotlib.use("Agg")  # files only: no display on a compute node
     import matplotlib.pyplot as plt
 
-    label = parse(multiplier).name if not multiplier.startswith("lut:") else "lut:" + Path(multiplier[4:]).name
+    name, _, path = multiplier.partition(":")
+    label = f"{name}:{Path(path).name}" if path else parse(multiplier).name
     fig, ax = plt.subplots(figsize=(6.4, 5.2), layout="constrained")
-    if "relative_error" in data:
+    if "integer_error" in data:
+        percent = 100 * data["integer_error"]
+        bound = float(np.nanmax(np.abs(percent))) or 1e-9
+        image = ax.imshow(percent, origin="lower", cmap="RdBu_r", vmin=-bound, vmax=bound, interpolation="nearest")
+        fig.colorbar(image, ax=ax, label="relative error (%)")
+        ax.set_xlabel("w: the weight's code byte (0..255; a signed code by its two's complement)")
+        ax.set_ylabel("a: the activation's code byte")
+        ax.set_title(f"{label}: relative error of T[a, w]\nmean |err| {np.nanmean(np.abs(percent)):.3g} %, "
+                     f"max |err| {np.nanmax(np.abs(percent)):.3g} %")
+    elif "relative_error" in data:
         percent = 100 * data["relative_error"]
         bound = float(np.abs(percent).max()) or 1e-9
         image = ax.imshow(percent, origin="lower", cmap="RdBu_r", vmin=-bound, vmax=bound, interpolation="nearest")
@@ -90,10 +126,14 @@ def write(multiplier: str, out_dir: str | Path) -> dict:
     paths written under "files"."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    summary = error_stats.summary(multiplier)
-    if error_stats.has_map(multiplier):
+    if parse(multiplier).is_integer:
+        summary, relative = integer_summary(multiplier)
+        data = {"integer_error": relative}
+    elif error_stats.has_map(multiplier):
+        summary = error_stats.summary(multiplier)
         data = {"relative_error": error_stats.error_map(multiplier)}
     else:
+        summary = error_stats.summary(multiplier)
         counts, edges = error_stats.histogram(error_stats.relative_errors(multiplier))
         data = {"counts": counts, "edges": edges}
     stem = file_stem(multiplier)

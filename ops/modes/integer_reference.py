@@ -22,11 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from ops.modes import reference
+from ops.modes.integer_names import KIND_AND_SCHEME
 from ops.modes.integer_tables import SUFFIXES, exact_table, read_integer_table
 
-# Mode names (docs/multipliers-spec.md, "Names"): "int8" / "uint8" alone are the exact multipliers, "int8:<file>" /
-# "uint8:<file>" a table of the kind, like "lut:<file>".
-KIND_OF_PREFIX = {"int8": "signed", "uint8": "unsigned"}
 SCHEMES = ("symmetric", "asymmetric")
 DEFAULT_SCHEME = {"signed": "symmetric", "unsigned": "asymmetric"}
 SMALLEST_NORMAL = 2.0 ** -126
@@ -37,29 +35,33 @@ _SUM_BLOCK = 1 << 22
 
 @dataclass(frozen=True)
 class IntegerMode:
-    """An integer mode: its name as written, the operands' kind ("signed"/"unsigned") and its (256, 256) table."""
+    """An integer mode: its name as written, the operands' kind ("signed"/"unsigned"), its scheme and its (256, 256)
+    table."""
 
     name: str
     kind: str
+    scheme: str
     table: np.ndarray  # int16 (signed) or uint16 (unsigned), indexed by the operand bytes: table[a & 255, w & 255]
     path: Path | None  # the table file, None for the exact int8 / uint8
 
 
 def integer_mode(name: str) -> IntegerMode:
-    """The mode for "int8", "uint8", "int8:<file.int8s.npy>" or "uint8:<file.int8u.npy>"; ValueError otherwise."""
+    """The mode for a name of integer_names ("int8", "uint8_sym", ...), alone (the exact multiplier of its kind) or
+    with ":<file>" (a table of its kind); ValueError otherwise."""
     prefix, _, raw_path = name.partition(":")
-    if prefix not in KIND_OF_PREFIX or (":" in name and not raw_path):
-        raise ValueError(f"unknown integer mode {name!r}; valid: int8, uint8 (exact), int8:<file{SUFFIXES['signed']}>"
-                         f", uint8:<file{SUFFIXES['unsigned']}>")
-    kind = KIND_OF_PREFIX[prefix]
+    if prefix not in KIND_AND_SCHEME or (":" in name and not raw_path):
+        raise ValueError(f"unknown integer mode {name!r}; valid: {', '.join(KIND_AND_SCHEME)} (the exact "
+                         f"multipliers), each also as <name>:<file> with a table ({SUFFIXES['signed']} for int8*, "
+                         f"{SUFFIXES['unsigned']} for uint8*)")
+    kind, scheme = KIND_AND_SCHEME[prefix]
     if not raw_path:
-        return IntegerMode(name, kind, exact_table(kind), None)
+        return IntegerMode(name, kind, scheme, exact_table(kind), None)
     path = Path(raw_path).expanduser().resolve()
     table, file_kind = read_integer_table(path)
     if file_kind != kind:
         raise ValueError(f"mode {name!r}: {path.name} is a {file_kind} table, {prefix}: takes a {kind} one "
                          f"(a name ending in {SUFFIXES[kind]})")
-    return IntegerMode(name, kind, table, path)
+    return IntegerMode(name, kind, scheme, table, path)
 
 
 @dataclass(frozen=True)
@@ -90,8 +92,8 @@ class CodeSpace:
 
 
 def code_space(mode: IntegerMode, scheme: str | None = None) -> CodeSpace:
-    """The codes of the mode's kind under `scheme` (default: symmetric for int8, asymmetric for uint8)."""
-    return CodeSpace(mode.kind, scheme or DEFAULT_SCHEME[mode.kind])
+    """The codes of the mode's kind under `scheme` (default: the mode's own)."""
+    return CodeSpace(mode.kind, scheme or mode.scheme)
 
 
 # ---------------------------------------------------------------------------------------------- fp32 arithmetic

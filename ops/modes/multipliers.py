@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from ops.modes.costs import Cost, exact, read_side_file, side_file
+from ops.modes.integer_names import KIND_AND_SCHEME, NAMES as INTEGER_NAMES
+from ops.modes.integer_tables import read_integer_table
 from ops.modes.table_files import read_table
 
 # The pattern a table mode is written in; anything after the prefix is a path to an ApproxTrain-format table.
@@ -27,8 +29,12 @@ LUT_PATTERN = LUT_PREFIX + "<file>"
 # The framework's own layers: no custom op, no product mode (models build Keras' Conv2D/Dense for it).
 NATIVE = "native"
 
+# The modes that take a table file (`mult.table`, or "<name>:<file>"): lut needs one; an integer mode without one is
+# the exact multiplier of its kind (ops.modes.integer_names).
+TABLE_NAMES = (LUT_NAME, *INTEGER_NAMES)
+
 # Families: how the mantissa product is formed (the "Mantissa products" section of docs/multipliers-spec.md).
-FAMILIES = ("native", "ieee32", "ieee16", "bf16", "mbm", "mitchell", "table")
+FAMILIES = ("native", "ieee32", "ieee16", "bf16", "mbm", "mitchell", "table", "integer")
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,11 @@ class Multiplier:
     def is_native(self) -> bool:
         """True for the framework's own layers (no custom op, no product mode)."""
         return self.family == "native"
+
+    @property
+    def is_integer(self) -> bool:
+        """True for the integer modes: 8-bit codes, products from a 256 x 256 table (the integer layers)."""
+        return self.family == "integer"
 
 
 MODES: tuple[Multiplier, ...] = (
@@ -87,6 +98,31 @@ def names(include_native: bool = True) -> list[str]:
     return [mode.name for mode in MODES if include_native or not mode.is_native]
 
 
+def integer_names() -> list[str]:
+    """The integer modes' names (each alone the exact multiplier of its kind, or with a table file)."""
+    return list(INTEGER_NAMES)
+
+
+def compose(name: str, table: str | os.PathLike | None) -> str:
+    """A mode and its table file as ops take it: "name", or "name:<absolute path>" for a table."""
+    if name in TABLE_NAMES and table not in (None, ""):
+        return f"{name}:{os.path.abspath(os.path.expanduser(str(table)))}"
+    return name
+
+
+def decompose(spec: str) -> tuple[str, str | None]:
+    """(name, table file or None) of a spec: compose's inverse."""
+    name, colon, path = spec.partition(":")
+    return (name, path or None) if colon and name in TABLE_NAMES else (spec, None)
+
+
+def label(name: str, table: str | os.PathLike | None) -> str:
+    """As the results table names it: the mode, or "name:<table file name>"."""
+    if name in TABLE_NAMES and table not in (None, ""):
+        return f"{name}:{os.path.basename(str(table))}"
+    return name
+
+
 def parse(spec: str | Multiplier) -> Multiplier:
     """The Multiplier for a name from `names()` or for "lut:<path>"; a Multiplier is returned unchanged.
 
@@ -101,10 +137,30 @@ def parse(spec: str | Multiplier) -> Multiplier:
         return _BY_NAME[spec]
     if spec.startswith(LUT_PREFIX):
         return _parse_lut(spec)
+    if spec.partition(":")[0] in INTEGER_NAMES:
+        return _parse_integer(spec)
     raise ValueError(
         f"unknown multiplier {spec!r}; valid choices: {', '.join(names())}, or {LUT_PATTERN} "
-        f"(a table in the ApproxTrain format, 4**m bytes for m = 1..7)"
+        f"(a table in the ApproxTrain format, 4**m bytes for m = 1..7), or an integer mode "
+        f"({', '.join(INTEGER_NAMES)}, each also as <name>:<file> with a .int8s.npy / .int8u.npy table)"
     )
+
+
+def _parse_integer(spec: str) -> Multiplier:
+    name, _, raw_path = spec.partition(":")
+    kind, scheme = KIND_AND_SCHEME[name]
+    what = f"{scheme} {kind} 8-bit codes"
+    if not raw_path:
+        if ":" in spec:
+            raise ValueError(f"multiplier {spec!r} names no table file; write {name} alone (the exact multiplier) or "
+                             f"{name}:<file>")
+        return Multiplier(spec, "integer", None, f"the exact 8-bit multiplier on {what}", cost=exact(f"{kind} 8-bit"))
+    path = Path(raw_path).expanduser().resolve()
+    _, file_kind = read_integer_table(path)  # raises ValueError naming the file for a missing or bad table
+    if file_kind != kind:
+        raise ValueError(f"multiplier {spec!r}: {path.name} is a {file_kind} table; {name} takes a {kind} one "
+                         f"(int8* take .int8s.npy tables, uint8* .int8u.npy ones)")
+    return Multiplier(spec, "integer", None, f"table {path.name} on {what}", path=path, cost=read_side_file(path))
 
 
 def _parse_lut(spec: str) -> Multiplier:

@@ -67,3 +67,31 @@ def matmul(a, b, multiplier="am16", exact_gradients=False, name=None):
         product = library().amdnn_mat_mul(a32, b32, table, multiplier=attr, exact_gradients=bool(exact_gradients),
                                           name=name)
     return product if dtype == tf.float32 else tf.cast(product, dtype)
+
+
+def int_conv2d_codes(x_codes, w_codes, table, zero_a, zero_w, rescale, signed_codes, strides=1, padding="SAME",
+                     dilations=1):
+    """The integer modes' forward on codes (ops/cc/integer_conv.h): uint8 NHWC x_codes conv uint8 HWIO w_codes, every
+    product table[a_byte * 256 + w_byte] (int32 [65536]), exact integer sums with the zero points zero_a (int32 [1])
+    and zero_w (int32 [O]), each output fl32(fl32(acc) x rescale[c]). No gradient: the codes are not differentiable
+    (ops.keras_integer gives the layer its straight-through gradient)."""
+    return library().amdnn_int_conv2d(x_codes, w_codes, table, zero_a, zero_w, rescale,
+                                      signed_codes=bool(signed_codes), strides=_pair(strides, "strides"),
+                                      dilations=_pair(dilations, "dilations"), padding=str(padding).upper())
+
+
+def conv2d_backprop_input(input_shape, w, dy, strides=1, padding="SAME", dilations=1, multiplier="acc32"):
+    """dx of conv2d(x, w) for x of `input_shape`: dy (*) w^T through the multiplier (dy the left operand)."""
+    attr, table = kernel_arguments(multiplier)
+    return library().amdnn_conv2d_backprop_input(tf.cast(input_shape, tf.int32), w, dy, table, multiplier=attr,
+                                                 strides=_pair(strides, "strides"),
+                                                 dilations=_pair(dilations, "dilations"), padding=str(padding).upper())
+
+
+def conv2d_backprop_filter(x, filter_shape, dy, strides=1, padding="SAME", dilations=1, multiplier="acc32"):
+    """dw of conv2d(x, w) for w of `filter_shape`: im2col(x)^T (*) dy through the multiplier (x the left operand)."""
+    attr, table = kernel_arguments(multiplier)
+    return library().amdnn_conv2d_backprop_filter(x, tf.cast(filter_shape, tf.int32), dy, table, multiplier=attr,
+                                                  strides=_pair(strides, "strides"),
+                                                  dilations=_pair(dilations, "dilations"),
+                                                  padding=str(padding).upper())

@@ -55,3 +55,8 @@ def _matmul_grad(op, grad):
     if transpose_a and not transpose_b:
         return product(b, grad, tb=True), product(a, grad), None
     return product(b, grad, ta=True, tb=True), product(grad, a, ta=True, tb=True), None
+
+
+# The integer op multiplies codes, which have no gradient: its layers take theirs from ops.keras_integer (the
+# straight-through estimator).
+tf.no_gradient("AmdnnIntConv2D")

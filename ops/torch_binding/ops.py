@@ -284,3 +284,46 @@ def gpu_path_counts() -> tuple[int, int]:
     """(fast, generic) k-tile steps run by the CUDA kernels in this process (synchronises the GPU)."""
     fast, generic = torch.ops.amdnn.gpu_path_counts()
     return int(fast), int(generic)
+
+
+# ------------------------------------------------------------------------------------------------ integer modes
+
+
+@torch.library.register_fake("amdnn::int_conv2d")
+def _int_conv2d_fake(x, w, table, zero_a, zero_w, rescale, signed_codes, stride, padding, dilation):
+    n, h, wd, _ = x.shape
+    kh, kw, _, o = w.shape
+    out_h = conv_output_size(h, kh, stride[0], padding[0], padding[1], dilation[0])
+    out_w = conv_output_size(wd, kw, stride[1], padding[2], padding[3], dilation[1])
+    return x.new_empty((n, out_h, out_w, o), dtype=torch.float32)
+
+
+def int_conv2d_codes(x_codes, w_codes, table, zero_a, zero_w, rescale, signed_codes, stride=1, padding="same",
+                     dilation=1) -> torch.Tensor:
+    """The integer modes' forward on codes (ops/cc/integer_conv.h), in TensorFlow's layouts: uint8 NHWC x_codes conv
+    uint8 HWIO w_codes -> float32 NHWC; table int32 [65536], zero_a int32 [1], zero_w int32 [O], rescale float32 [O]
+    on the codes' device; padding 'same' (TensorFlow's rule) or 'valid'. No autograd: codes have no gradient."""
+    stride_pair, dilation_pair = _pair(stride, "stride"), _pair(dilation, "dilation")
+    pads = conv_padding(padding, (x_codes.shape[1], x_codes.shape[2]), (w_codes.shape[0], w_codes.shape[1]),
+                        stride_pair, dilation_pair)
+    return torch.ops.amdnn.int_conv2d(x_codes, w_codes, table, zero_a, zero_w, rescale, bool(signed_codes),
+                                      stride_pair, pads, dilation_pair)
+
+
+def conv2d_backward_input(input_size, w, dy, stride=1, padding="same", dilation=1, multiplier="acc32"):
+    """dx [N, C, H, W] of conv2d(x, w) (x of `input_size`, NCHW; w OIHW; dy NCHW) through the multiplier."""
+    stride_pair, dilation_pair = _pair(stride, "stride"), _pair(dilation, "dilation")
+    pads = conv_padding(padding, (input_size[2], input_size[3]), (w.shape[2], w.shape[3]), stride_pair, dilation_pair)
+    attr, table = kernel_arguments_for(multiplier, dy.device)
+    return torch.ops.amdnn.conv2d_backward_input(list(input_size), w, dy, table, attr, stride_pair, pads,
+                                                 dilation_pair)
+
+
+def conv2d_backward_filter(x, weight_size, dy, stride=1, padding="same", dilation=1, multiplier="acc32"):
+    """dw [O, I, kh, kw] of conv2d(x, w) (x NCHW, w of `weight_size`, dy NCHW) through the multiplier."""
+    stride_pair, dilation_pair = _pair(stride, "stride"), _pair(dilation, "dilation")
+    pads = conv_padding(padding, (x.shape[2], x.shape[3]), (weight_size[2], weight_size[3]), stride_pair,
+                        dilation_pair)
+    attr, table = kernel_arguments_for(multiplier, dy.device)
+    return torch.ops.amdnn.conv2d_backward_filter(x, list(weight_size), dy, table, attr, stride_pair, pads,
+                                                  dilation_pair)

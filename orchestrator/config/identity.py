@@ -20,7 +20,8 @@ from typing import Any, Mapping
 
 from models.engines import DEFAULT_ENGINE
 from models.layer_rules import describe
-from ops.modes.multipliers import LUT_NAME, LUT_PREFIX
+from ops.modes.multipliers import TABLE_NAMES
+from ops.modes.multipliers import label as mult_label_of
 
 from orchestrator.common import paths
 from orchestrator.common.cellfiles import job_id
@@ -43,7 +44,7 @@ def _file_sha256(path: str) -> str:
 def _mult_defining(name: str, table: str | None, exact_gradients: Any) -> dict:
     """A multiplier as the identity holds it: its name, its gradient mode, a table by its contents."""
     out = {"name": name, "exact_gradients": exact_gradients}
-    if name == LUT_NAME:
+    if name in TABLE_NAMES and table not in (None, ""):
         out["table_sha256"] = _file_sha256(str(table))
     return out
 
@@ -56,7 +57,7 @@ def defining_config(cfg: Any) -> dict:
     mult = dict(out["mult"])
     table = mult.pop("table", None)
     mult.pop("keep", None), mult.pop("layers", None)
-    if mult.get("name") == LUT_NAME:
+    if mult.get("name") in TABLE_NAMES and table not in (None, ""):
         mult["table_sha256"] = _file_sha256(table)
     layers = changed_layers(c)
     if layers:
@@ -101,7 +102,7 @@ def mult_label(cfg: Mapping[str, Any]) -> str:
     from it, grouped: "am16 [first,last: native]", "am16 [stage4: mit16; last: native]"."""
     cfg = folded(cfg)
     mult = cfg["mult"]
-    label = LUT_PREFIX + os.path.basename(str(mult["table"])) if mult["name"] == LUT_NAME else str(mult["name"])
+    label = mult_label_of(str(mult["name"]), mult.get("table"))
     if not has_layer_rules(cfg):
         return label
     layers = describe(str(cfg["model"]["name"]), layer_settings(cfg), default_setting(cfg))

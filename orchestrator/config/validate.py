@@ -21,7 +21,7 @@ from models import layer_rules
 from models.engines import ENGINES
 from ops.build import cache_root, source_hash
 from ops.build.cuda import HOW_TO_BUILD, cached_builds, find_nvcc
-from ops.modes.multipliers import LUT_NAME, LUT_PREFIX
+from ops.modes.multipliers import LUT_NAME, TABLE_NAMES, compose, integer_names
 
 from orchestrator.common import paths
 from orchestrator.config.keys import unknown_key_message, unknown_keys
@@ -66,11 +66,9 @@ def to_dict(cfg: Any) -> dict:
 
 
 def mult_spec(cfg: Mapping[str, Any]) -> str:
-    """The multiplier as ops and models take it: a mode name, or "lut:<absolute path>" for a table."""
+    """The multiplier as ops and models take it: a mode name, or "name:<absolute path>" for a table."""
     mult = cfg["mult"]
-    if mult["name"] == LUT_NAME:
-        return LUT_PREFIX + os.path.abspath(os.path.expanduser(str(mult["table"])))
-    return str(mult["name"])
+    return compose(str(mult["name"]), mult.get("table"))
 
 
 def default_setting(cfg: Mapping[str, Any]) -> layer_rules.Setting:
@@ -152,10 +150,21 @@ def validate(cfg: Any) -> dict:
                     ops.parse(mult_spec(c))
                 except (ValueError, OSError) as e:
                     errors.append(f"mult.table={table!r}: {e}")
+        elif mult in integer_names():
+            table = c["mult"].get("table")
+            if table not in (None, "") and not os.access(os.path.expanduser(str(table)), os.R_OK):
+                errors.append(f"mult.table={table!r} is not a readable file (an integer table, .int8s.npy for int8 "
+                              "modes, .int8u.npy for uint8 ones; `python -m ops.tables from-c` writes them)")
+            else:
+                try:
+                    ops.parse(mult_spec(c))
+                except (ValueError, OSError) as e:
+                    errors.append(f"mult={mult} mult.table={table!r}: {e}")
         elif mult not in mult_names():
-            errors.append(f"mult={mult!r} is not one of {', '.join(mult_names())}, or lut with mult.table=FILE")
+            errors.append(f"mult={mult!r} is not one of {', '.join(mult_names())}, lut with mult.table=FILE, or an "
+                          f"integer mode ({', '.join(integer_names())}, with mult.table=FILE for a circuit)")
     model = c.get("model", {}).get("name") if isinstance(c.get("model"), Mapping) else None
-    if mult in [*mult_names(), LUT_NAME] and has_layer_rules(c) and model in model_names():
+    if mult in [*mult_names(), *TABLE_NAMES] and has_layer_rules(c) and model in model_names():
         try:
             layer_settings(c)
         except layer_rules.RuleError as e:

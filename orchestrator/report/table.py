@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from models.engines import DEFAULT_ENGINE
-from ops.modes.multipliers import LUT_NAME
+from ops.modes.multipliers import TABLE_NAMES
 
 from orchestrator.config.cell import LAYER_MAP_PARAM
 from orchestrator.config.identity import DEFINING_KEYS, SEED_KEY, without_seed
@@ -69,7 +69,7 @@ def _setting_of_run(tags: Mapping[str, str], params: Mapping[str, str]) -> dict[
             pass
     # A run logged before the tag existed: the same keys from its params, a table by its path (not its contents).
     setting = {k: v for k, v in params.items() if k.split(".")[0] in DEFINING_KEYS and k != SEED_KEY}
-    if setting.get("mult.name") != LUT_NAME:
+    if setting.get("mult.name") not in TABLE_NAMES:
         setting.pop("mult.table", None)
     # Per-layer rules count by the map they resolve to, which the multiplier label carries (config.identity); the
     # empty defaults of a run logged since the keys exist match the runs from before them.

@@ -94,7 +94,7 @@ def test_a_table_per_layer(tmp_path):
      ["rule 2 (conv1 -> mit16) decides no layer: conv1 already takes rule 1's multiplier (the first rule matching a "
       "layer decides it): put it before rule 1, or drop it"]),
     ([{"match": "fc1", "mult": "lut"}], None, ["mult=lut needs table=FILE"]),
-    ([{"match": "fc1", "mult": "acc16", "table": "x.bin"}], None, ["table='x.bin' is for mult=lut only"]),
+    ([{"match": "fc1", "mult": "acc16", "table": "x.bin"}], None, ["table='x.bin' is for mult=lut or an integer mode"]),
     ([{"layer": "fc1", "mult": "acc16"}], None, ["unknown key layer; a rule has match, mult, table, exact_gradients",
                                                   "match=None must be a selector"]),
     ([{"match": "fc1", "mult": "lut:/nonexistent/T.bin"}], None, ["table '/nonexistent/T.bin'", "does not exist"]),

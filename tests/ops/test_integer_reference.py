@@ -148,8 +148,10 @@ def test_mode_names():
     assert ir.integer_mode(f"uint8:{LUTS / 'mul8u_2AC.int8u.npy'}").kind == "unsigned"
     with pytest.raises(ValueError, match="signed table"):
         ir.integer_mode(f"uint8:{LUTS / 'mul8s_1L2H.int8s.npy'}")
-    with pytest.raises(ValueError, match="int8:<file.int8s.npy>"):
+    with pytest.raises(ValueError, match="int8, int8_asym, uint8, uint8_sym"):
         ir.integer_mode("int4")
+    assert (ir.integer_mode("int8_asym").kind, ir.integer_mode("int8_asym").scheme) == ("signed", "asymmetric")
+    assert ir.code_space(ir.integer_mode("uint8_sym")) == ir.CodeSpace("unsigned", "symmetric")
 
 
 # ---------------------------------------------------------------------------------------------------------- sums

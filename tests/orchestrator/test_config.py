@@ -16,12 +16,13 @@ def _options(group: str) -> set[str]:
 def test_groups_equal_registries():
     import models
     import ops
+    from ops.modes.multipliers import integer_names
     from models import datasets
 
     from models import optim
 
     assert _options("model") == set(models.names())
-    assert _options("mult") == set(ops.names(include_native=True)) | {"lut"}
+    assert _options("mult") == set(ops.names(include_native=True)) | {"lut"} | set(integer_names())
     assert _options("dataset") == set(datasets.DATASETS)
     cfg = compose()
     assert cfg.train.optimizer.name in optim.OPTIMIZERS and cfg.train.schedule.name in optim.SCHEDULES

@@ -1,0 +1,154 @@
+"""The integer modes' arithmetic in Keras ops, on whichever backend Keras runs: what the integer layers call.
+
+    conv2d(x, kernel, mode, activation_range, strides, padding, dilations, scheme=None)   NHWC x, HWIO kernel
+    dense(x, kernel, mode, activation_range, scheme=None)                                  [..., K] x [K, N]
+    tensor_range(x), update_running_range(running, batch)                                 the activation range
+
+The section "Integer modes (8-bit, table products)" of docs/multipliers-spec.md, step for step: ranges, scales and
+zero points, the quantiser, the forward through the compiled op on the codes (ops.keras_ops.int_conv2d_codes:
+table products, exact integer sums, rescale) and the straight-through gradient through `acc32`'s gradient kernels,
+masked where the quantiser clamped. ops/modes/integer_reference.py is the numpy reference it is tested against.
+Every fp32 operation is one Keras op (one rounding: no op here fuses a multiply and an add), rounding to an integer
+is keras.ops.round (ties to even on both backends, as the spec's rint), and subnormal inputs are flushed first, so
+the codes, zero points and scales are the reference's bits on any backend and device. The bias is the layer's.
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+from keras import ops as K
+
+from ops import keras_ops
+from ops.modes.integer_reference import MOMENTUM, SMALLEST_NORMAL, CodeSpace, IntegerMode, code_space
+
+_GRADIENT_MODE = "acc32"  # the straight-through gradient's products (the spec's "Gradients")
+
+
+def table_entries(mode: IntegerMode) -> np.ndarray:
+    """The mode's table as the op's 65536 int32 entries, T[a_byte * 256 + w_byte] (read-only)."""
+    entries = np.ascontiguousarray(mode.table, dtype=np.int32).reshape(-1)
+    entries.setflags(write=False)
+    return entries
+
+
+def _flushed(x):
+    """Subnormal values counted as zero (the spec lets kernels run with denormals-are-zero)."""
+    return K.where(K.less(K.abs(x), SMALLEST_NORMAL), K.zeros_like(x), x)
+
+
+def tensor_range(x, per_channel: bool = False):
+    """(lo, hi) float32: min(0, smallest finite element), max(0, largest finite element); per_channel: one pair per
+    index of the last axis (weights' output channels)."""
+    x = _flushed(K.cast(x, "float32"))
+    x = K.where(K.isfinite(x), x, K.zeros_like(x))
+    axis = tuple(range(len(x.shape) - 1)) if per_channel else None
+    return K.minimum(K.min(x, axis=axis), 0.0), K.maximum(K.max(x, axis=axis), 0.0)
+
+
+def all_finite(x):
+    """A boolean scalar: no NaN or infinity in x (a batch that has one leaves the running range unchanged)."""
+    return K.all(K.isfinite(x))
+
+
+def update_running_range(running_lo, running_hi, batch_lo, batch_hi):
+    """One training step's update of an activation range: each bound fl32(fl32(mu x R) + fl32(nu x r)), two
+    products and a sum, each rounded (mu = fl32(0.99), nu = 1 - mu exact)."""
+    mu = np.float32(MOMENTUM)
+    nu = np.float32(1) - mu
+    return (K.add(K.multiply(mu, running_lo), K.multiply(nu, batch_lo)),
+            K.add(K.multiply(mu, running_hi), K.multiply(nu, batch_hi)))
+
+
+def scales(lo, hi, codes: CodeSpace):
+    """(s float32, z float32 holding an integer) of each range (integer_reference.scales_from_range)."""
+    width = K.maximum(K.negative(lo), hi) if codes.scheme == "symmetric" else K.subtract(hi, lo)
+    s = K.divide(width, float(codes.steps))
+    s = K.where(K.less(s, SMALLEST_NORMAL), K.ones_like(s), s)
+    if codes.scheme == "symmetric":
+        z = K.full_like(s, 0.0 if codes.kind == "signed" else 128.0)
+    else:
+        z = K.clip(K.add(float(codes.qmin), K.round(K.divide(K.negative(lo), s))), codes.qmin, codes.qmax)
+    return s, z
+
+
+def _unclamped(x, s, z):
+    """rint(fl32(x / s)) + z, float32 (+-inf where the quotient overflows, NaN for a NaN x)."""
+    return K.add(K.round(K.divide(_flushed(x), s)), z)
+
+
+def quantise(x, s, z, codes: CodeSpace):
+    """float32 codes clamp(rint(fl32(x / s)) + z, qmin, qmax), z for a non-finite x, and the straight-through mask
+    (True where the clamp did not act; False for a non-finite x)."""
+    unclamped = _unclamped(x, s, z)
+    finite = K.isfinite(x)
+    q = K.where(finite, K.clip(unclamped, codes.qmin, codes.qmax), K.broadcast_to(z, K.shape(x)))
+    mask = K.logical_and(finite, K.logical_and(K.greater_equal(unclamped, float(codes.qmin)),
+                                               K.less_equal(unclamped, float(codes.qmax))))
+    return q, mask
+
+
+def _as_bytes(q):
+    """float32 codes -> uint8 bytes (a signed code by its two's complement: -1 is 255)."""
+    return K.cast(K.where(K.less(q, 0.0), K.add(q, 256.0), q), "uint8")
+
+
+def _conv_step(x, kernel, mode: IntegerMode, codes: CodeSpace, table, activation_range, strides, padding,
+               dilations):
+    """The quantised conv of NHWC x and HWIO kernel, with its straight-through gradient (dx, dkernel)."""
+    s_a, z_a = scales(*activation_range, codes)
+    s_w, z_w = scales(*tensor_range(kernel, per_channel=True), codes)
+    # fl32(s_a x s_w[c]), flushed; NaN where x or channel c of the kernel holds a NaN or an infinity (spec, Outputs).
+    rescale = K.multiply(s_a, s_w)
+    rescale = K.where(K.less(rescale, SMALLEST_NORMAL), K.zeros_like(rescale), rescale)
+    bad_channels = K.logical_not(K.all(K.isfinite(kernel), axis=(0, 1, 2)))
+    rescale = K.where(K.logical_or(bad_channels, K.logical_not(all_finite(x))), float("nan"), rescale)
+
+    q_x, mask_x = quantise(x, s_a, z_a, codes)
+    q_w, mask_w = quantise(kernel, s_w, z_w, codes)
+    y = keras_ops.int_conv2d_codes(_as_bytes(q_x), _as_bytes(q_w), table, K.reshape(K.cast(z_a, "int32"), (1,)),
+                                   K.cast(z_w, "int32"), rescale, codes.kind == "signed", strides, padding,
+                                   dilations)
+
+    def gradients(upstream):
+        x_hat = K.multiply(K.subtract(q_x, z_a), s_a)  # x' = fl32((q - z) x s): |q - z| < 2^9, one rounding
+        w_hat = K.multiply(K.subtract(q_w, z_w), s_w)
+        dx = keras_ops.conv2d_backprop_input(K.shape(x), w_hat, upstream, strides, padding, dilations,
+                                             _GRADIENT_MODE)
+        dw = keras_ops.conv2d_backprop_filter(x_hat, K.shape(kernel), upstream, strides, padding, dilations,
+                                              _GRADIENT_MODE)
+        return (K.where(mask_x, dx, K.zeros_like(dx)), K.where(mask_w, dw, K.zeros_like(dw)))
+
+    return y, gradients
+
+
+def conv2d(x, kernel, mode: IntegerMode, activation_range, strides, padding: str, dilations, scheme=None,
+           table=None):
+    """NHWC x conv HWIO kernel under the integer mode: float32 [N, Ho, Wo, O] without bias. activation_range (lo,
+    hi) quantises x (the layer's running range, or the batch's own); the kernel's range is its own, per output
+    channel. `table` is the mode's entries as a tensor on x's device (table_entries, made once by the layer)."""
+    codes = code_space(mode, scheme)
+    if table is None:
+        table = K.convert_to_tensor(table_entries(mode))
+    lo, hi = (K.stop_gradient(K.cast(bound, "float32")) for bound in activation_range)
+
+    @K.custom_gradient
+    def step(x, kernel):
+        y, gradients = _conv_step(x, kernel, mode, codes, table, (lo, hi), strides, padding, dilations)
+
+        def grad(*args, upstream=None):  # TensorFlow passes upstream positionally, torch by keyword
+            if upstream is None:
+                (upstream,) = args
+            return gradients(upstream)
+
+        return y, grad
+
+    return step(K.cast(x, "float32"), K.cast(kernel, "float32"))
+
+
+def dense(x, kernel, mode: IntegerMode, activation_range, scheme=None, table=None):
+    """x [..., K] times kernel [K, N] under the integer mode: the 1 x 1 conv of a 1 x 1 image per row."""
+    rows = K.reshape(x, (-1, 1, 1, K.shape(x)[-1]))
+    y = conv2d(rows, K.reshape(kernel, (1, 1, *K.shape(kernel))), mode, activation_range, 1, "VALID", 1,
+               scheme=scheme, table=table)
+    return K.reshape(y, (*K.shape(x)[:-1], K.shape(kernel)[-1]))
