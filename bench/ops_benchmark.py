@@ -53,7 +53,27 @@ ONEDNN_ISA = {"x86-64-v4-vbmi": None, "x86-64-v4": "AVX512_CORE", "x86-64-v3": "
               "x86-64": "SSE41"}
 
 
+def is_integer(multiplier: str) -> bool:
+    return ops.parse(multiplier).is_integer
+
+
+def integer_ops(multiplier: str):
+    """(conv, dense) of an integer mode as its layers compute them (ops.keras_integer on Keras' TensorFlow backend):
+    quantise both operands (the activations by their batch's range), the compiled table op, the rescale."""
+    from ops import keras_integer  # here, not at the top: the float modes' benchmark loads no Keras
+    from ops.modes.integer_reference import integer_mode
+
+    mode = integer_mode(multiplier)
+    table = tf.constant(keras_integer.table_entries(mode))
+    conv = lambda p, q: keras_integer.conv2d(p, q, mode, keras_integer.tensor_range(p), 1, "SAME", 1, table=table)
+    dense = lambda p, q: keras_integer.dense(p, q, mode, keras_integer.tensor_range(p), table=table)
+    return conv, dense
+
+
 def verify_bit_exact(multiplier: str) -> None:
+    if is_integer(multiplier):
+        verify_integer_layer(multiplier)
+        return
     rng = np.random.default_rng(0)
     a = rng.standard_normal(256).astype(np.float32)
     b = rng.standard_normal(256).astype(np.float32)
@@ -61,6 +81,19 @@ def verify_bit_exact(multiplier: str) -> None:
     want = reference.product(a[:, None], b[None, :], multiplier)
     if not np.array_equal(got.view(np.uint32), want.view(np.uint32)):
         raise SystemExit(f"{multiplier}: the kernel is not bit-exact against the reference; not timing it")
+
+
+def verify_integer_layer(multiplier: str) -> None:
+    """An integer mode's conv layer on 8 x 8 x 32 -> 48 against ops/modes/integer_reference, bit for bit."""
+    from ops.modes import integer_reference
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 8, 8, 32)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 32, 48)).astype(np.float32)
+    got = integer_ops(multiplier)[0](x, w).numpy()
+    want = integer_reference.conv2d_forward(x, w, integer_reference.integer_mode(multiplier))
+    if not np.array_equal(got.view(np.uint32), want.view(np.uint32)):
+        raise SystemExit(f"{multiplier}: the integer layer is not bit-exact against the reference; not timing it")
 
 
 def median_seconds(fn, repeats: int) -> float:
@@ -81,12 +114,14 @@ def layer_functions(kind: str, shape, multiplier: str | None):
         x = tf.constant(np.maximum(rng.standard_normal(shape_x), 0).astype(np.float32))  # ReLU activations
         w = tf.constant((rng.standard_normal(shape_w) * 0.05).astype(np.float32))
         op = (lambda p, q: tf.nn.conv2d(p, q, 1, "SAME")) if multiplier is None else \
+            integer_ops(multiplier)[0] if is_integer(multiplier) else \
             (lambda p, q: ops.conv2d(p, q, 1, "SAME", 1, multiplier))
     else:
         batch, n_in, n_out = shape
         x = tf.constant(np.maximum(rng.standard_normal((batch, n_in)), 0).astype(np.float32))
         w = tf.constant((rng.standard_normal((n_in, n_out)) * 0.05).astype(np.float32))
-        op = tf.matmul if multiplier is None else (lambda p, q: ops.matmul(p, q, multiplier))
+        op = tf.matmul if multiplier is None else integer_ops(multiplier)[1] if is_integer(multiplier) else \
+            (lambda p, q: ops.matmul(p, q, multiplier))
 
     @tf.function(jit_compile=False)
     def forward():
@@ -97,7 +132,9 @@ def layer_functions(kind: str, shape, multiplier: str | None):
         with tf.GradientTape() as tape:
             tape.watch([x, w])
             y = op(x, w)
-        return tape.gradient(y, [x, w], output_gradients=tf.ones_like(y))
+        # y is returned too: a gradient that does not read y (the integer modes' straight-through one) would let
+        # the graph prune the forward op, and a training step needs y for its loss.
+        return [y, *tape.gradient(y, [x, w], output_gradients=tf.ones_like(y))]
 
     return (lambda: forward().numpy()), (lambda: [g.numpy() for g in forward_backward()])
 
@@ -134,8 +171,9 @@ def machine() -> str:
 
 
 def label(mode: str) -> str:
-    """A table column's name: the mode, or lut and the table file's stem."""
-    return f"lut {os.path.splitext(os.path.basename(mode[4:]))[0]}" if mode.startswith("lut:") else mode
+    """A table column's name: the mode, or the mode's name and the table file's stem (lut ACC_7, int8 mul8s_1L2H)."""
+    name, _, path = mode.partition(":")
+    return f"{name} {os.path.basename(path).split('.')[0]}" if path else mode
 
 
 def markdown(rows: list[dict], modes: list[str]) -> str:

@@ -1,9 +1,24 @@
 """Helpers shared by the models tests, imported as tests.models.helpers: small datasets whose batches reveal their
-example indices."""
+example indices, and a Python process under a chosen Keras backend."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 
 from models.datasets import Dataset
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_python(backend: str, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """python ARGS from the repository's root under KERAS_BACKEND=backend, with no GPU (this checkout's ops and
+    models first on the path)."""
+    env = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""}
+    return subprocess.run([sys.executable, *args], env=env, cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def indexed_dataset(n=103, name="indexed", shape=(2, 2, 1)):

@@ -7,25 +7,13 @@ the TF custom ops and the PyTorch binding of the same CPU kernels (ops/cc/conv_c
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from ops.modes.operands import same_bits
+from tests.models.helpers import run_python
 
-ROOT = Path(__file__).resolve().parents[2]
 PROBE = "tests.models.backend_probe"  # run as a module from ROOT: this checkout's ops and models
-
-
-def run_python(backend: str, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""}
-    result = subprocess.run([sys.executable, *args], env=env, cwd=ROOT, capture_output=True, text=True,
-                            timeout=timeout)
-    return result
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,90 @@
+"""Run under one Keras backend (KERAS_BACKEND), write what the integer layers compute for fixed inputs and steps.
+
+    KERAS_BACKEND=torch python -m tests.models.integer_probe TABLE_DIR OUT.npz      (from the repository's root)
+
+Every weight and input is drawn from numpy with fixed seeds, so tests/models/test_integer_layers.py can recompute
+each result with ops/modes/integer_reference and compare the backends: an IntConv2D under an unsigned EvoApproxLib
+circuit (stride 2, SAME, bias) through two training steps (the running range set, then updated), evaluation (the
+range frozen) and a training step on a batch holding a NaN; an IntDense under the exact int8 on a 3-D input; and an
+asymmetric IntConv2D calibrated on two batches.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import keras
+import numpy as np
+
+from models.integer_layers import IntConv2D, IntDense
+
+
+def _numpy(value) -> np.ndarray:
+    return keras.ops.convert_to_numpy(value)
+
+
+def value_and_grads(layer, x: np.ndarray, dy: np.ndarray, training: bool):
+    """layer(x) and the gradients of sum(layer(x) * dy) with respect to x and the kernel, as numpy."""
+    if keras.backend.backend() == "torch":
+        import torch
+
+        xt = torch.tensor(x, requires_grad=True)
+        y = layer(xt, training=training)
+        (y * torch.tensor(dy)).sum().backward()
+        grads = xt.grad.numpy(), layer.kernel.value.grad.numpy()
+        layer.kernel.value.grad = None
+        return (y.detach().numpy(), *grads)
+    import tensorflow as tf
+
+    xt = tf.constant(x)
+    with tf.GradientTape() as tape:
+        tape.watch(xt)
+        y = layer(xt, training=training)
+        loss = tf.reduce_sum(y * dy)
+    dx, dk = tape.gradient(loss, [xt, layer.kernel])
+    return y.numpy(), dx.numpy(), dk.numpy()
+
+
+def main(table_dir: str, out: str) -> None:
+    rng = np.random.default_rng(20261128)
+    results = {}
+    conv = IntConv2D(6, 3, strides=2, padding="same", multiplier=f"uint8:{Path(table_dir) / 'mul8u_2AC.int8u.npy'}")
+    batches = [rng.standard_normal((3, 9, 8, 4)).astype(np.float32) * scale for scale in (1.0, 1.5, 1.0)]
+    batches[2][1, 2, 3, 0] = np.nan
+    conv.build(batches[0].shape)
+    kernel = rng.standard_normal((3, 3, 4, 6)).astype(np.float32) * 0.3
+    bias = rng.standard_normal(6).astype(np.float32)
+    conv.set_weights([kernel, bias, np.zeros(2, np.float32), np.zeros((), np.float32)])
+    results.update(conv_kernel=kernel, conv_bias=bias, conv_batches=np.stack(batches))
+    for step in (0, 1):
+        dy = rng.standard_normal((3, 5, 4, 6)).astype(np.float32)
+        y, dx, dk = value_and_grads(conv, batches[step], dy, training=True)
+        results.update({f"conv{step}_dy": dy, f"conv{step}_y": y, f"conv{step}_dx": dx, f"conv{step}_dk": dk,
+                        f"conv{step}_range": _numpy(conv.activation_range)})
+    results["conv_eval_y"] = _numpy(conv(batches[1], training=False))
+    results["conv_nan_y"] = _numpy(conv(batches[2], training=True))
+    results["conv_nan_range"] = _numpy(conv.activation_range)
+    results["conv_updates"] = _numpy(conv.range_updates)
+
+    dense = IntDense(5, multiplier="int8")
+    a = rng.standard_normal((2, 3, 11)).astype(np.float32)
+    dense.build(a.shape)
+    dense_kernel = rng.standard_normal((11, 5)).astype(np.float32)
+    dense.set_weights([dense_kernel, np.zeros(5, np.float32), np.zeros(2, np.float32), np.zeros((), np.float32)])
+    dy = rng.standard_normal((2, 3, 5)).astype(np.float32)
+    results.update(dense_x=a, dense_kernel=dense_kernel, dense_dy=dy)
+    results["dense_y"], results["dense_dx"], results["dense_dk"] = value_and_grads(dense, a, dy, training=True)
+
+    calibrated = IntConv2D(3, 1, multiplier="int8_asym", use_bias=False)
+    calibrated.build((2, 4, 4, 2))
+    calibrated.calibrating = True
+    calibration = [rng.standard_normal((2, 4, 4, 2)).astype(np.float32) * s for s in (1.0, 3.0)]
+    for batch in calibration:
+        calibrated(batch)
+    results.update(calibration=np.stack(calibration), calibrated_range=_numpy(calibrated.activation_range))
+    np.savez(out, backend=keras.backend.backend(), **results)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

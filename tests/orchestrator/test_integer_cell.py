@@ -1,0 +1,56 @@
+"""A grid cell under an integer mode: it trains, logs the circuit's figures, and a SIGKILL mid-epoch resumes to the
+bits of the uninterrupted run (the layers' running activation ranges are checkpointed with the weights).
+
+The cell: LeNet-300-100 on the bundled digits through EvoApproxLib's unsigned mul8u_2AC (asymmetric codes), 2 epochs
+at batch 16 (89 steps an epoch), a checkpoint every 7 steps; real Slurm is not needed for this (tests/cluster covers
+jobs), the cell runs as launch.py's local job does.
+"""
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+
+from ops.modes.circuit_errors import circuit_errors
+from ops.modes.integer_tables import read_integer_table
+from tests.orchestrator.helpers import (TINY, Workdir, assert_same_weights, cell_dirs, final_weights,
+                                       newest_checkpoint_step, result_of, run_cell_process, run_data, wait_for)
+
+TABLE = Path(__file__).resolve().parents[2] / "ops" / "luts" / "evoapprox" / "mul8u_2AC.int8u.npy"
+CELL = [*[o for o in TINY if not o.startswith("mult=")], "mult=uint8", f"mult.table={TABLE}", "train.batch_size=16"]
+
+
+def _finish(work: Workdir) -> dict:
+    proc = run_cell_process([*work.overrides, *CELL], cwd=work.path)
+    proc.wait(timeout=300)
+    return result_of((work.path / "run.log").read_text())
+
+
+def test_integer_cell_trains_and_resumes_bit_identically(tmp_path):
+    reference_work = Workdir(tmp_path / "reference")
+    reference_work.path.mkdir()
+    reference = _finish(reference_work)
+    assert reference["status"] == "finished", reference
+    data = run_data(reference_work.uri, reference["run_id"])
+    assert data["params"]["mult.name"] == "uint8" and data["tags"]["amdnn.mult"] == "uint8:mul8u_2AC.int8u.npy"
+    accuracy = data["metrics"]["test_accuracy"][-1][1]
+    assert accuracy > 0.8, f"LeNet-300-100 under mul8u_2AC reached {accuracy} on the digits: it must train"
+    mre = circuit_errors(read_integer_table(TABLE)[0], "unsigned")["mre%"] / 100
+    assert abs(data["metrics"]["mult_mean_rel_error"][-1][1] - mre) < 1e-9, "the circuit's mean relative error"
+    weights = final_weights(reference["cell_dir"])
+    ranges = [name for name in weights if "activation_range" in name]
+    assert len(ranges) == 3 and all(np.all(np.asarray(weights[name])[1] > 0) for name in ranges)
+
+    work = Workdir(tmp_path / "killed")
+    work.path.mkdir()
+    proc = run_cell_process([*work.overrides, *CELL], cwd=work.path)
+    wait_for(lambda: proc.poll() is not None or any(newest_checkpoint_step(d) >= 100
+                                                       for d in cell_dirs(work.path / "ck")), 200, "step 100")
+    os.killpg(proc.pid, signal.SIGKILL)  # the cell's whole process group: launcher and training process
+    proc.wait(timeout=30)
+    resumed = _finish(work)
+    assert resumed["status"] == "finished" and resumed["identity"] == reference["identity"]
+    assert "resumed from" in (work.path / "run.log").read_text()
+    assert_same_weights(final_weights(resumed["cell_dir"]), weights)
