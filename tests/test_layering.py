@@ -38,7 +38,7 @@ LAYERS: dict[str, list[list[str]]] = {
 
     # models: (its parts, bottom up)
     "models": [["datasets", "resnet_depths", "engines", "batchnorm", "cuda_probe", "layer_names"],
-               ["layers", "integer_layers", "layer_rules"], ["layer_maker", "convert", "optim"],
+               ["layers", "integer_layers", "layer_rules"], ["integer_calibration"], ["layer_maker", "convert", "optim"],
                ["lenet", "resnet"], ["registry"], ["layer_list"], ["download", "profile"]],
 
     # orchestrator: (its parts, bottom up)

@@ -33,6 +33,7 @@ collapse fails the cell with the verdict as its reason: a collapsed run is never
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import logging
 import math
@@ -45,7 +46,7 @@ from typing import Callable
 import numpy as np
 
 import ops
-from models import build_model, datasets, optim
+from models import build_model, datasets, integer_calibration, optim
 from ops.atomic import write_bytes
 
 from orchestrator.cell import artifacts, checkpoints, collapse, energy, engines, run_facts
@@ -177,6 +178,17 @@ class _Run:
         self.energy = energy.EnergyMeter(self.cell_dir, uses_gpu=self.engine.uses_gpu())
         self.energy_tags = self.energy.tags()
         tracker.set_tags(self.energy_tags)
+
+    def calibrate(self) -> None:
+        """At a fresh start, train.calibration_batches forward passes set the integer layers' activation ranges
+        (models.integer_calibration); the step-0 checkpoint written next holds them."""
+        count = self.cfg.train.calibration_batches
+        if not count:
+            return
+        batches = (x for _, x, _ in self.datasets.batches(self.data, self.batch_size, self.seed, 0))
+        used = integer_calibration.calibrate(self.model, itertools.islice(batches, count))
+        if used:
+            print(f"[amdnn] calibrated the integer layers' activation ranges on {used} batches", flush=True)
 
     def path_counts(self) -> dict[str, int]:
         if not self.simulated:
@@ -386,6 +398,7 @@ def train(cfg: CellConfig, identity: str, cell_dir: Path, tracker: Tracker,
     state = run.resume()
     if state is None:
         state = State()
+        run.calibrate()
         run.save(state)  # step 0: a NaN rollback or a crash before the first checkpoint has something to return to
     tracker.flush_background()  # the run's start record (status RUNNING) goes out while training starts
     run.progress = Progress(cfg, run.epochs, run.spe, state)

@@ -96,6 +96,7 @@ class TrainConfig:
     optimizer: OptimizerConfig
     schedule: ScheduleConfig
     collapse: CollapseConfig
+    calibration_batches: int = 0   # integer modes: batches that set the activation ranges before training
 
     def as_dict(self) -> dict:
         """Plain data, as models.optim takes a recipe."""
@@ -225,7 +226,8 @@ def resolve(cfg: Any) -> CellConfig:
         train=TrainConfig(epochs=int(train["epochs"]), batch_size=int(train["batch_size"]),
                           optimizer=_known(OptimizerConfig, train["optimizer"]),
                           schedule=_known(ScheduleConfig, train["schedule"]),
-                          collapse=_known(CollapseConfig, train["collapse"])),
+                          collapse=_known(CollapseConfig, train["collapse"]),
+                          calibration_batches=int(train.get("calibration_batches", 0))),
         checkpoint=_known(CheckpointConfig, c["checkpoint"]), retries=_known(RetriesConfig, c["retries"]),
         tracking=TrackingConfig(uri=paths.tracking_uri(c.get("tracking_uri")), mode=str(c["tracking_mode"]),
                                 patience_s=float(c["tracking_patience_s"]), experiment=str(c["experiment"]),

@@ -63,6 +63,8 @@ def defining_config(cfg: Any) -> dict:
     if layers:
         mult["layers"] = {name: _mult_defining(s.name, s.table, s.exact_gradients) for name, s in layers.items()}
     out["mult"] = mult
+    if not out["train"].get("calibration_batches"):  # 0, or a config from before the key: the cells of before
+        out["train"] = {key: value for key, value in out["train"].items() if key != "calibration_batches"}
     engine = c.get("engine", DEFAULT_ENGINE)
     if engine != DEFAULT_ENGINE:  # another backend's kernels, reductions and seeds: other bits, another cell
         out["engine"] = engine

@@ -177,6 +177,9 @@ def validate(cfg: Any) -> dict:
         value = need(path)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
             errors.append(f"{path}={value!r} must be an integer >= {low}")
+    calibration = (c.get("train") or {}).get("calibration_batches", 0)  # absent in configs from before the key
+    if isinstance(calibration, bool) or not isinstance(calibration, int) or calibration < 0:
+        errors.append(f"train.calibration_batches={calibration!r} must be an integer >= 0")
     if not isinstance(c.get("profile_layers", False), bool):
         errors.append(f"profile_layers={c['profile_layers']!r} must be true or false")
     lr = need("train.optimizer.lr")

@@ -19,7 +19,8 @@ from tests.orchestrator.helpers import (TINY, Workdir, assert_same_weights, cell
                                        newest_checkpoint_step, result_of, run_cell_process, run_data, wait_for)
 
 TABLE = Path(__file__).resolve().parents[2] / "ops" / "luts" / "evoapprox" / "mul8u_2AC.int8u.npy"
-CELL = [*[o for o in TINY if not o.startswith("mult=")], "mult=uint8", f"mult.table={TABLE}", "train.batch_size=16"]
+CELL = [*[o for o in TINY if not o.startswith("mult=")], "mult=uint8", f"mult.table={TABLE}", "train.batch_size=16",
+        "train.calibration_batches=4"]
 
 
 def _finish(work: Workdir) -> dict:
@@ -33,6 +34,7 @@ def test_integer_cell_trains_and_resumes_bit_identically(tmp_path):
     reference_work.path.mkdir()
     reference = _finish(reference_work)
     assert reference["status"] == "finished", reference
+    assert "calibrated the integer layers' activation ranges on 4 batches" in (reference_work.path / "run.log").read_text()
     data = run_data(reference_work.uri, reference["run_id"])
     assert data["params"]["mult.name"] == "uint8" and data["tags"]["amdnn.mult"] == "uint8:mul8u_2AC.int8u.npy"
     accuracy = data["metrics"]["test_accuracy"][-1][1]
@@ -52,5 +54,19 @@ def test_integer_cell_trains_and_resumes_bit_identically(tmp_path):
     proc.wait(timeout=30)
     resumed = _finish(work)
     assert resumed["status"] == "finished" and resumed["identity"] == reference["identity"]
-    assert "resumed from" in (work.path / "run.log").read_text()
+    log = (work.path / "run.log").read_text()
+    assert "resumed from" in log and log.count("calibrated the integer layers") == 1, "calibrated at the start only"
     assert_same_weights(final_weights(resumed["cell_dir"]), weights)
+
+
+def test_calibration_changes_the_identity_only_when_asked_for(tmp_path):
+    """train.calibration_batches=0 is the cell of before the key (same identity as a config without it); any other
+    value is another cell."""
+    from orchestrator.config.identity import cell_identity
+    from orchestrator.config.validate import to_dict
+
+    work = Workdir(tmp_path)
+    plain = to_dict(work.cfg(*CELL[:-1]))
+    before_the_key = {**plain, "train": {k: v for k, v in plain["train"].items() if k != "calibration_batches"}}
+    assert cell_identity(plain) == cell_identity(before_the_key)
+    assert cell_identity(to_dict(work.cfg(*CELL))) != cell_identity(plain)
