@@ -34,6 +34,7 @@ AS_WRITTEN = {
 # (test_sweep_prints_table_and_rerun_trains_nothing), whose two LeNet-5 cells were 40 % of this sweep's time.
 SHORTENED = {
     "python3 launch.py -m model=lenet300,lenet5 mult=native,am16": "train.epochs=1 model=lenet300",
+    "python3 launch.py -m mult=int8 mult.table=null,ops/luts/evoapprox/mul8s_1L1G.int8s.npy": "train.epochs=1",
 }
 # Run with --help: they train for minutes, or need a GPU, nvcc, a cluster, a finished study or the user's C file; or
 # they are a synopsis ([--out DIR]).
