@@ -13,7 +13,9 @@ installed and sees a GPU, else torch.
 2. Layers: conv2d (3x3 stride 1 and 2 SAME, 1x1 stride 2, dilation 2 VALID) and matmul, forward and both gradients,
    GPU against CPU within fp32 summation tolerance (relative Frobenius error <= 1e-5; the two sum in different
    orders).
-3. Speed (unless --no-speed): forward + both gradients of three ResNet-18 CIFAR conv shapes at batch 128 under acc32,
+3. The integer modes' op (8-bit codes, table products, exact integer sums): the same conv geometries on random codes,
+   zero points and tables (signed and unsigned, reaching both ends of their ranges), GPU bits == CPU bits.
+4. Speed (unless --no-speed): forward + both gradients of three ResNet-18 CIFAR conv shapes at batch 128 under acc32,
    am16 and am32, as the ratio to the framework's own fp32 convolution (cuDNN) on the same shapes in the same run.
 
 Prints a line per check and exits 1 on any mismatch (2 when no GPU or kernels can be had), so a job script can stop
@@ -107,6 +109,26 @@ def check_layers(framework, mode: str) -> tuple[float, str | None]:
     return worst, failure
 
 
+def check_integer(framework, signed: bool) -> str | None:
+    """The integer op on GPU and CPU, every conv geometry: the same bits (integer sums: no order to differ in)."""
+    rng = np.random.default_rng(20261128)
+    low, high = (-32768, 32767) if signed else (0, 65535)
+    table = rng.integers(low, high + 1, 65536).astype(np.int32)
+    table[[0, 65535]] = low, high
+    for n, h, w, c, o, k, stride, padding, dilation in CONV_GEOMETRIES:
+        x = rng.integers(0, 256, (n, h, w, c)).astype(np.uint8)
+        weights = rng.integers(0, 256, (k, k, c, o)).astype(np.uint8)
+        zero_a = int(rng.integers(-128, 128) if signed else rng.integers(0, 256))
+        zero_w = (rng.integers(-128, 128, o) if signed else rng.integers(0, 256, o)).astype(np.int32)
+        rescale = (rng.random(o) * 1e-3).astype(np.float32)
+        args = (x, weights, table, zero_a, zero_w, rescale, signed, stride, padding, dilation)
+        gpu, cpu = framework.int_conv(*args, "gpu"), framework.int_conv(*args, "cpu")
+        if not np.array_equal(gpu.view(np.uint32), cpu.view(np.uint32)):
+            return (f"{(gpu.view(np.uint32) != cpu.view(np.uint32)).sum()} of {gpu.size} outputs differ on "
+                    f"{(n, h, w, c)} x {(k, k, c, o)}, stride {stride}, {padding}, dilation {dilation}")
+    return None
+
+
 def speed_table(framework, repeats: int = 5) -> list[str]:
     lines = [f"{'shape (batch 128)':28s} {'cuDNN fp32':>11s} " + " ".join(f"{m:>13s}" for m in SPEED_MODES)]
     totals = dict.fromkeys((CUDNN, *SPEED_MODES), 0.0)
@@ -151,6 +173,13 @@ def main(argv=None) -> int:
                 if failure:
                     print(f"  {label}: {failure}", flush=True)
                     failures.append(f"{label}: {failure}")
+    for signed in (True, False):
+        label = "int8 codes" if signed else "uint8 codes"
+        failure = check_integer(framework, signed)
+        print(f"{label:16s} integer op GPU == CPU: {'bit-exact: ok' if not failure else 'MISMATCH'}", flush=True)
+        if failure:
+            print(f"  {label}: {failure}", flush=True)
+            failures.append(f"{label}: {failure}")
     if not args.no_speed:
         print("forward + both gradients on the GPU, median of 5 (ratio to cuDNN fp32):")
         print("\n".join(speed_table(framework)))

@@ -82,6 +82,11 @@ class TorchFramework:
         c.backward(self._tensor(dc, device))
         return c.detach().cpu().numpy(), at.grad.cpu().numpy(), bt.grad.cpu().numpy()
 
+    def int_conv(self, x, w, table, zero_a, zero_w, rescale, signed, stride, padding, dilation, device):
+        t = lambda a: self._tensor(a, device)  # noqa: E731
+        return self.ops.int_conv2d_codes(t(x), t(w), t(table), t(np.array([zero_a], np.int32)), t(zero_w),
+                                         t(rescale), signed, stride, padding.lower(), dilation).cpu().numpy()
+
     def conv_step_ms(self, x, w, stride, mode, repeats):
         torch = self.torch
         xt = self._tensor(x, "gpu").permute(0, 3, 1, 2).requires_grad_()
@@ -141,6 +146,11 @@ class TensorFlowFramework:
 
     def matmul_grads(self, a, b, dc, mode, device):
         return self._grads(lambda at, bt: self.api.matmul(at, bt, multiplier=mode), (a, b), dc, device)
+
+    def int_conv(self, x, w, table, zero_a, zero_w, rescale, signed, stride, padding, dilation, device):
+        with self._device(device):
+            return self.api.int_conv2d_codes(x, w, table, np.array([zero_a], np.int32), zero_w, rescale, signed,
+                                             stride, padding, dilation).numpy()
 
     def conv_step_ms(self, x, w, stride, mode, repeats):
         tf = self.tf
