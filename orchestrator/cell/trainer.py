@@ -46,7 +46,7 @@ from typing import Callable
 import numpy as np
 
 import ops
-from models import build_model, datasets, integer_calibration, optim
+from models import build_model, datasets, optim
 from ops.atomic import write_bytes
 
 from orchestrator.cell import artifacts, checkpoints, collapse, energy, engines, run_facts
@@ -185,6 +185,9 @@ class _Run:
         count = self.cfg.train.calibration_batches
         if not count:
             return
+        # Here, not at the top: it imports Keras, which must load after the worker chose the engine (Keras' backend).
+        from models import integer_calibration
+
         batches = (x for _, x, _ in self.datasets.batches(self.data, self.batch_size, self.seed, 0))
         used = integer_calibration.calibrate(self.model, itertools.islice(batches, count))
         if used:
