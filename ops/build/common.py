@@ -24,7 +24,7 @@ SOURCE_DIR = Path(__file__).resolve().parents[1] / "cc"
 CORE_SOURCES = ("conv_cpu.cc", "gemm_cpu.cc", "integer_conv_cpu.cc", "multiplier_setup.cc")
 # The framework-free CUDA core, compiled by nvcc into every GPU library.
 CUDA_SOURCES = ("gemm_cuda.cu", "gemm_cuda_conv.cu", "gemm_cuda_input_grad.cu", "gemm_cuda_filter_grad.cu",
-                "gemm_cuda_streams.cu", "gemm_cuda_layouts.cu")
+                "gemm_cuda_streams.cu", "gemm_cuda_layouts.cu", "integer_conv_cuda.cu")
 
 # Bit-exactness needs IEEE arithmetic as written: no contraction of a*b+c into an FMA, no fast math.
 BIT_EXACT_FLAGS = ("-ffp-contract=off", "-fno-fast-math")
