@@ -131,6 +131,12 @@ class GpuBackend {
     if (!workspace(ctx, gpu::matmul_workspace_bytes(m, n, k, transpose_a, transpose_b), &scratch, &ws)) return;
     launched(ctx, gpu::matmul(mult, a, b, c, m, n, k, transpose_a, transpose_b, ws, stream_of(ctx)));
   }
+  // The integer op (integer_conv.h): every input in device memory, the zero points and scales too, so a step's
+  // quantisation never goes through the host; no scratch memory.
+  void int_conv2d(OpKernelContext* ctx, const ConvGeometry& g, const uint8_t* x, const uint8_t* w,
+                  const IntConvArgs& args, float* y) {
+    launched(ctx, gpu::int_conv2d(g, x, w, args, y, stream_of(ctx)));
+  }
 
  private:
   struct DeviceTable {
@@ -152,6 +158,7 @@ REGISTER_KERNEL_BUILDER(
     Name("AmdnnConv2DBackpropFilter").Device(DEVICE_GPU).HostMemory("filter_sizes").HostMemory("table"),
     Conv2DBackpropFilterOp<GpuBackend>);
 REGISTER_KERNEL_BUILDER(Name("AmdnnMatMul").Device(DEVICE_GPU).HostMemory("table"), MatMulOp<GpuBackend>);
+REGISTER_KERNEL_BUILDER(Name("AmdnnIntConv2D").Device(DEVICE_GPU), IntConv2DOp<GpuBackend>);
 
 }  // namespace kernels
 }  // namespace amdnn

@@ -363,6 +363,23 @@ Tensor matmul_cuda_kernel(const Tensor& a, const Tensor& b, const Tensor& table,
   return c;
 }
 
+// The integer op on the GPU: int_conv2d_setup's checks and arguments (all on x's CUDA device), then the CUDA core.
+Tensor int_conv2d_cuda_kernel(const Tensor& x, const Tensor& w, const Tensor& table, const Tensor& zero_a,
+                              const Tensor& zero_w, const Tensor& rescale, bool signed_codes, at::IntArrayRef stride,
+                              at::IntArrayRef padding, at::IntArrayRef dilation) {
+  IntConvArgs args;
+  std::vector<Tensor> keep;
+  const ConvGeometry g = int_conv2d_setup(x, w, table, zero_a, zero_w, rescale, signed_codes, stride, padding,
+                                          dilation, &args, &keep);
+  // Checks first, then the device guard: every TORCH_CHECK above runs before any CUDA state changes.
+  const c10::cuda::CUDAGuard guard(x.device());
+  Tensor y = torch::empty({g.batch, g.out_h, g.out_w, g.out_c}, x.options().dtype(torch::kFloat32));
+  check_launch(gpu::int_conv2d(g, keep[0].data_ptr<uint8_t>(), keep[1].data_ptr<uint8_t>(), args, y.data_ptr<float>(),
+                               at::cuda::getCurrentCUDAStream().stream()),
+               "int_conv2d");
+  return y;
+}
+
 std::vector<int64_t> gpu_path_counts() {
   const gpu::PathCounts counts = gpu::path_counts();
   return {static_cast<int64_t>(counts.fast), static_cast<int64_t>(counts.generic)};
@@ -413,6 +430,7 @@ TORCH_LIBRARY_IMPL(amdnn, CUDA, m) {
   m.impl("conv2d_backward_input", &conv2d_backward_input_cuda_kernel);
   m.impl("conv2d_backward_filter", &conv2d_backward_filter_cuda_kernel);
   m.impl("matmul", &matmul_cuda_kernel);
+  m.impl("int_conv2d", &int_conv2d_cuda_kernel);
 }
 #endif
 
