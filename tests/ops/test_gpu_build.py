@@ -30,7 +30,8 @@ from tests.ops.luts import lut_dir
 
 REPO = Path(__file__).resolve().parents[2]
 COMPUTE_OPS = {"AmdnnConv2D": {"table"}, "AmdnnConv2DBackpropInput": {"input_sizes", "table"},
-               "AmdnnConv2DBackpropFilter": {"filter_sizes", "table"}, "AmdnnMatMul": {"table"}}
+               "AmdnnConv2DBackpropFilter": {"filter_sizes", "table"}, "AmdnnMatMul": {"table"},
+               "AmdnnIntConv2D": set()}  # the integer op: every input in device memory
 
 
 def python(code: str, env: dict[str, str] | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
