@@ -49,7 +49,7 @@ class _RangeMixin:
         """The range this pass quantises x with, after this step's update of the running range."""
         batch_lo, batch_hi = keras_integer.tensor_range(x)
         running_lo, running_hi = self.activation_range[0], self.activation_range[1]
-        seen = K.greater(self.range_updates, 0.0)
+        seen = K.greater(self.range_updates, keras_integer.scalar(0.0, x))
         if not (training or self.calibrating):
             return K.where(seen, running_lo, batch_lo), K.where(seen, running_hi, batch_hi)
         if self.calibrating:  # the union of the batches' ranges (min and max are exact)

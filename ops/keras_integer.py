@@ -23,6 +23,23 @@ from ops import keras_ops
 from ops.modes.integer_reference import MOMENTUM, SMALLEST_NORMAL, CodeSpace, IntegerMode, code_space
 
 _GRADIENT_MODE = "acc32"  # the straight-through gradient's products (the spec's "Gradients")
+# (value's fp32 bytes, device) -> the 0-d float32 tensor of _scalar on the torch backend.
+_SCALARS: dict[tuple[bytes, str], object] = {}
+
+
+def scalar(value, like):
+    """The fp32 number `value` for an op with the tensor `like`: the number itself on TensorFlow; on torch a 0-d
+    tensor on like's device, made once per device. A step captured as a CUDA graph (the torch engine's) cannot copy a
+    Python number to the GPU, which Keras' torch ops do for every number they are given; the eager warm-up steps
+    before the capture make these tensors, and the capture reuses them."""
+    if keras.backend.backend() != "torch":
+        return value
+    key = (np.float32(value).tobytes(), str(like.device))
+    if key not in _SCALARS:
+        import torch  # the torch backend is running: torch is loaded
+
+        _SCALARS[key] = torch.tensor(float(value), dtype=torch.float32, device=like.device)
+    return _SCALARS[key]
 
 
 def table_entries(mode: IntegerMode) -> np.ndarray:
@@ -34,7 +51,7 @@ def table_entries(mode: IntegerMode) -> np.ndarray:
 
 def _flushed(x):
     """Subnormal values counted as zero (the spec lets kernels run with denormals-are-zero)."""
-    return K.where(K.less(K.abs(x), SMALLEST_NORMAL), K.zeros_like(x), x)
+    return K.where(K.less(K.abs(x), scalar(SMALLEST_NORMAL, x)), K.zeros_like(x), x)
 
 
 def tensor_range(x, per_channel: bool = False):
@@ -43,7 +60,8 @@ def tensor_range(x, per_channel: bool = False):
     x = _flushed(K.cast(x, "float32"))
     x = K.where(K.isfinite(x), x, K.zeros_like(x))
     axis = tuple(range(len(x.shape) - 1)) if per_channel else None
-    return K.minimum(K.min(x, axis=axis), 0.0), K.maximum(K.max(x, axis=axis), 0.0)
+    zero = scalar(0.0, x)
+    return K.minimum(K.min(x, axis=axis), zero), K.maximum(K.max(x, axis=axis), zero)
 
 
 def all_finite(x):
@@ -54,8 +72,8 @@ def all_finite(x):
 def update_running_range(running_lo, running_hi, batch_lo, batch_hi):
     """One training step's update of an activation range: each bound fl32(fl32(mu x R) + fl32(nu x r)), two
     products and a sum, each rounded (mu = fl32(0.99), nu = 1 - mu exact)."""
-    mu = np.float32(MOMENTUM)
-    nu = np.float32(1) - mu
+    mu = scalar(np.float32(MOMENTUM), running_lo)
+    nu = scalar(np.float32(1) - np.float32(MOMENTUM), running_lo)
     return (K.add(K.multiply(mu, running_lo), K.multiply(nu, batch_lo)),
             K.add(K.multiply(mu, running_hi), K.multiply(nu, batch_hi)))
 
@@ -63,12 +81,13 @@ def update_running_range(running_lo, running_hi, batch_lo, batch_hi):
 def scales(lo, hi, codes: CodeSpace):
     """(s float32, z float32 holding an integer) of each range (integer_reference.scales_from_range)."""
     width = K.maximum(K.negative(lo), hi) if codes.scheme == "symmetric" else K.subtract(hi, lo)
-    s = K.divide(width, float(codes.steps))
-    s = K.where(K.less(s, SMALLEST_NORMAL), K.ones_like(s), s)
+    s = K.divide(width, scalar(codes.steps, width))
+    s = K.where(K.less(s, scalar(SMALLEST_NORMAL, s)), K.ones_like(s), s)
     if codes.scheme == "symmetric":
-        z = K.full_like(s, 0.0 if codes.kind == "signed" else 128.0)
+        z = K.add(K.zeros_like(s), scalar(0.0 if codes.kind == "signed" else 128.0, s))
     else:
-        z = K.clip(K.add(float(codes.qmin), K.round(K.divide(K.negative(lo), s))), codes.qmin, codes.qmax)
+        z = K.clip(K.add(scalar(codes.qmin, s), K.round(K.divide(K.negative(lo), s))), scalar(codes.qmin, s),
+                   scalar(codes.qmax, s))
     return s, z
 
 
@@ -82,15 +101,15 @@ def quantise(x, s, z, codes: CodeSpace):
     (True where the clamp did not act; False for a non-finite x)."""
     unclamped = _unclamped(x, s, z)
     finite = K.isfinite(x)
-    q = K.where(finite, K.clip(unclamped, codes.qmin, codes.qmax), K.broadcast_to(z, K.shape(x)))
-    mask = K.logical_and(finite, K.logical_and(K.greater_equal(unclamped, float(codes.qmin)),
-                                               K.less_equal(unclamped, float(codes.qmax))))
+    qmin, qmax = scalar(codes.qmin, x), scalar(codes.qmax, x)
+    q = K.where(finite, K.clip(unclamped, qmin, qmax), K.broadcast_to(z, K.shape(x)))
+    mask = K.logical_and(finite, K.logical_and(K.greater_equal(unclamped, qmin), K.less_equal(unclamped, qmax)))
     return q, mask
 
 
 def _as_bytes(q):
     """float32 codes -> uint8 bytes (a signed code by its two's complement: -1 is 255)."""
-    return K.cast(K.where(K.less(q, 0.0), K.add(q, 256.0), q), "uint8")
+    return K.cast(K.where(K.less(q, scalar(0.0, q)), K.add(q, scalar(256.0, q)), q), "uint8")
 
 
 def _conv_step(x, kernel, mode: IntegerMode, codes: CodeSpace, table, activation_range, strides, padding,
@@ -100,9 +119,10 @@ def _conv_step(x, kernel, mode: IntegerMode, codes: CodeSpace, table, activation
     s_w, z_w = scales(*tensor_range(kernel, per_channel=True), codes)
     # fl32(s_a x s_w[c]), flushed; NaN where x or channel c of the kernel holds a NaN or an infinity (spec, Outputs).
     rescale = K.multiply(s_a, s_w)
-    rescale = K.where(K.less(rescale, SMALLEST_NORMAL), K.zeros_like(rescale), rescale)
+    rescale = K.where(K.less(rescale, scalar(SMALLEST_NORMAL, rescale)), K.zeros_like(rescale), rescale)
     bad_channels = K.logical_not(K.all(K.isfinite(kernel), axis=(0, 1, 2)))
-    rescale = K.where(K.logical_or(bad_channels, K.logical_not(all_finite(x))), float("nan"), rescale)
+    rescale = K.where(K.logical_or(bad_channels, K.logical_not(all_finite(x))), scalar(float("nan"), rescale),
+                      rescale)
 
     q_x, mask_x = quantise(x, s_a, z_a, codes)
     q_w, mask_w = quantise(kernel, s_w, z_w, codes)
