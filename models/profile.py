@@ -48,22 +48,21 @@ COLUMNS = ("layer", "kind", "input", "kernel", "mults_per_forward", "device",
 
 
 def am_layers(model):
-    """The model's AMConv2D and AMDense layers, in model order."""
-    from models.layers import AMConv2D, AMDense  # here, not at the top: `--help` loads no Keras or TensorFlow
+    """The model's AMConv2D and AMDense layers (and the integer modes' IntConv2D and IntDense), in model order."""
+    from models.integer_layers import IntConv2D, IntDense  # here, not at the top: `--help` loads no Keras
+    from models.layers import AMConv2D, AMDense
 
-    return [layer for layer in model.layers if isinstance(layer, (AMConv2D, AMDense))]
+    return [layer for layer in model.layers if isinstance(layer, (AMConv2D, AMDense, IntConv2D, IntDense))]
 
 
 def native_twin(layer, input_shape):
     """Keras' own Conv2D or Dense with the AM layer's configuration and weights."""
     import keras  # here, not at the top: `--help` loads no Keras or TensorFlow
 
-    from models.layers import AMConv2D  # here, not at the top: `--help` loads no Keras or TensorFlow
-
     config = {k: v for k, v in layer.get_config().items() if k not in ("multiplier", "exact_gradients")}
-    twin = (keras.layers.Conv2D if isinstance(layer, AMConv2D) else keras.layers.Dense).from_config(config)
+    twin = (keras.layers.Conv2D if isinstance(layer, keras.layers.Conv2D) else keras.layers.Dense).from_config(config)
     twin.build(input_shape)
-    twin.set_weights(layer.get_weights())
+    twin.set_weights(layer.get_weights()[:len(twin.weights)])  # an integer layer's activation range comes last
     return twin
 
 
