@@ -41,13 +41,14 @@ def curves(uri: str, experiment: str, tables: Path) -> dict[tuple[str, str], dic
     out: dict[tuple[str, str], dict] = {}
     for (model, dataset, label), rows in sorted(by_cell.items()):
         done = finished_accuracies(rows)
-        if not done or "[" in label:  # unfinished, or a per-layer mix
+        if "[" in label or not (done or any(row.status == "FAILED" for row in rows)):  # a mix, or still running
             continue
         entry = out.setdefault((model, dataset), {"native": None, "points": []})
-        if label == "native":
+        if label == "native" and done:
             entry["native"] = statistics.fmean(done)
-        elif label.partition(":")[0] in integer_names():
-            entry["points"].append({**_circuit(label, tables), "accuracy": statistics.fmean(done), "seeds": len(done)})
+        elif label.partition(":")[0] in integer_names():  # a cell that failed to train has accuracy None
+            accuracy = statistics.fmean(done) if done else None
+            entry["points"].append({**_circuit(label, tables), "accuracy": accuracy, "seeds": len(done)})
     for entry in out.values():
         entry["points"].sort(key=lambda point: point["mre"])
     return {key: entry for key, entry in out.items() if entry["points"]}
@@ -55,15 +56,18 @@ def curves(uri: str, experiment: str, tables: Path) -> dict[tuple[str, str], dic
 
 def markdown(model: str, dataset: str, entry: dict) -> str:
     native = entry["native"]
-    exact = next((p["accuracy"] for p in entry["points"] if p["mre"] == 0), None)
+    exact = {p["label"]: p["accuracy"] for p in entry["points"] if p["mre"] == 0}  # each mode's exact cell
     lines = [f"{model} on {dataset}" + (f" (native fp32: {native:.4f})" if native is not None else ""), "",
              "| multiplier | mean \\|rel. error\\| | MAE% | WCE% | power | accuracy | vs native | vs exact 8-bit | seeds |",
              "|---|---|---|---|---|---|---|---|---|"]
     for p in entry["points"]:
-        versus = lambda ref: f"{100 * (p['accuracy'] - ref):+.2f}" if ref is not None else "-"  # noqa: E731
+        versus = lambda ref: f"{100 * (p['accuracy'] - ref):+.2f}" \
+            if ref is not None and p["accuracy"] is not None else "-"  # noqa: E731
         power = f"{p['power']:.4g}" if p["power"] is not None else "-"
+        accuracy = f"{p['accuracy']:.4f}" if p["accuracy"] is not None else "failed: did not train"
         lines.append(f"| {p['label']} | {100 * p['mre']:.3g} % | {p['mae%']:.3g} | {p['wce%']:.3g} | {power} | "
-                     f"{p['accuracy']:.4f} | {versus(native)} | {versus(exact)} | {p['seeds']} |")
+                     f"{accuracy} | {versus(native)} | {versus(exact.get(p['label'].partition(':')[0]))} | "
+                     f"{p['seeds']} |")
     return "\n".join(lines)
 
 
@@ -73,14 +77,21 @@ def figure(model: str, dataset: str, entry: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    points = entry["points"]
-    fig, ax = plt.subplots(figsize=(6.4, 4.4), layout="constrained")
-    x = [max(100 * p["mre"], 1e-3) for p in points]  # the exact circuit at the axis' left end (log scale)
-    ax.plot(x, [p["accuracy"] for p in points], "o-", color="tab:blue", label="8-bit circuits")
-    for xi, p in zip(x, points):
-        text = p["label"].partition(":")[2].split(".")[0] or "exact"
-        power = f", power {p['power']:.3g}" if p["power"] is not None else ""
-        ax.annotate(f"{text}{power}", (xi, p["accuracy"]), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    fig, ax = plt.subplots(figsize=(7.2, 4.8), layout="constrained")
+    for mode, color in zip(integer_names(), ("tab:blue", "tab:green", "tab:orange", "tab:purple")):
+        points = [p for p in entry["points"] if p["label"].partition(":")[0] == mode and p["accuracy"] is not None]
+        if not points:
+            continue
+        x = [max(100 * p["mre"], 1e-2) for p in points]  # the exact circuit at the axis' left end (log scale)
+        ax.plot(x, [p["accuracy"] for p in points], "o-", color=color, label=f"{mode} circuits")
+        for xi, p in zip(x, points):
+            text = p["label"].partition(":")[2].split(".")[0] or "exact"
+            power = f", power {p['power']:.3g}" if p["power"] is not None else ""
+            ax.annotate(f"{text}{power}", (xi, p["accuracy"]), textcoords="offset points", xytext=(4, 4),
+                        fontsize=7)
+    failed = [p["label"].partition(":")[2].split(".")[0] for p in entry["points"] if p["accuracy"] is None]
+    if failed:
+        ax.text(0.99, 0.02, "did not train: " + ", ".join(failed), transform=ax.transAxes, ha="right", fontsize=8)
     if entry["native"] is not None:
         ax.axhline(entry["native"], color="gray", linestyle="--", label="native fp32")
     ax.set_xscale("log")
