@@ -75,6 +75,8 @@ def _setting_of_run(tags: Mapping[str, str], params: Mapping[str, str]) -> dict[
     # empty defaults of a run logged since the keys exist match the runs from before them.
     for key in ("mult.keep", "mult.layers", LAYER_MAP_PARAM):
         setting.pop(key, None)
+    if setting.get("train.calibration_batches") in ("0", "None"):  # as in the identity: 0 is the cell of before
+        setting.pop("train.calibration_batches")
     return setting
 
 
