@@ -6,7 +6,7 @@
 
 The section "Integer modes (8-bit, table products)" of docs/multipliers-spec.md, step for step: ranges, scales and
 zero points, the quantiser, the forward through the compiled op on the codes (ops.keras_ops.int_conv2d_codes:
-table products, exact integer sums, rescale) and the straight-through gradient through `acc32`'s gradient kernels,
+table products, exact integer sums, rescale) and the straight-through gradient through `acc32`'s products (the conv's gradient kernels; Dense's matmuls),
 masked where the quantiser clamped. ops/modes/integer_reference.py is the numpy reference it is tested against.
 Every fp32 operation is one Keras op (one rounding: no op here fuses a multiply and an add), rounding to an integer
 is keras.ops.round (ties to even on both backends, as the spec's rint), and subnormal inputs are flushed first, so
@@ -112,34 +112,43 @@ def _as_bytes(q):
     return K.cast(K.where(K.less(q, scalar(0.0, q)), K.add(q, scalar(256.0, q)), q), "uint8")
 
 
-def _conv_step(x, kernel, mode: IntegerMode, codes: CodeSpace, table, activation_range, strides, padding,
-               dilations):
-    """The quantised conv of NHWC x and HWIO kernel, with its straight-through gradient (dx, dkernel)."""
+def _quantised_step(x, kernel, codes: CodeSpace, activation_range, forward):
+    """The layer's forward on x and a kernel whose last axis is the output channels: scales, codes and rescale;
+    forward(x_bytes, w_bytes, zero_a, zero_w, rescale) runs the table op. Returns y and what the gradients read:
+    the dequantised operands x', w' and the straight-through masks."""
     s_a, z_a = scales(*activation_range, codes)
     s_w, z_w = scales(*tensor_range(kernel, per_channel=True), codes)
     # fl32(s_a x s_w[c]), flushed; NaN where x or channel c of the kernel holds a NaN or an infinity (spec, Outputs).
     rescale = K.multiply(s_a, s_w)
     rescale = K.where(K.less(rescale, scalar(SMALLEST_NORMAL, rescale)), K.zeros_like(rescale), rescale)
-    bad_channels = K.logical_not(K.all(K.isfinite(kernel), axis=(0, 1, 2)))
+    bad_channels = K.logical_not(K.all(K.isfinite(kernel), axis=tuple(range(len(kernel.shape) - 1))))
     rescale = K.where(K.logical_or(bad_channels, K.logical_not(all_finite(x))), scalar(float("nan"), rescale),
                       rescale)
 
     q_x, mask_x = quantise(x, s_a, z_a, codes)
     q_w, mask_w = quantise(kernel, s_w, z_w, codes)
-    y = keras_ops.int_conv2d_codes(_as_bytes(q_x), _as_bytes(q_w), table, K.reshape(K.cast(z_a, "int32"), (1,)),
-                                   K.cast(z_w, "int32"), rescale, codes.kind == "signed", strides, padding,
-                                   dilations)
+    y = forward(_as_bytes(q_x), _as_bytes(q_w), K.reshape(K.cast(z_a, "int32"), (1,)), K.cast(z_w, "int32"),
+                rescale)
+    # x' = fl32((q - z) x s): |q - z| < 2^9, one rounding; computed when the gradient is, not at every forward
+    dequantised = lambda: (K.multiply(K.subtract(q_x, z_a), s_a), K.multiply(K.subtract(q_w, z_w), s_w))
+    return y, dequantised, mask_x, mask_w
 
-    def gradients(upstream):
-        x_hat = K.multiply(K.subtract(q_x, z_a), s_a)  # x' = fl32((q - z) x s): |q - z| < 2^9, one rounding
-        w_hat = K.multiply(K.subtract(q_w, z_w), s_w)
-        dx = keras_ops.conv2d_backprop_input(K.shape(x), w_hat, upstream, strides, padding, dilations,
-                                             _GRADIENT_MODE)
-        dw = keras_ops.conv2d_backprop_filter(x_hat, K.shape(kernel), upstream, strides, padding, dilations,
-                                              _GRADIENT_MODE)
-        return (K.where(mask_x, dx, K.zeros_like(dx)), K.where(mask_w, dw, K.zeros_like(dw)))
 
-    return y, gradients
+def _with_gradient(x, kernel, step):
+    """step(x, kernel) -> (y, gradients(upstream) -> (dx, dkernel)) as one differentiable function of x, kernel."""
+
+    @K.custom_gradient
+    def run(x, kernel):
+        y, gradients = step(x, kernel)
+
+        def grad(*args, upstream=None):  # TensorFlow passes upstream positionally, torch by keyword
+            if upstream is None:
+                (upstream,) = args
+            return gradients(upstream)
+
+        return y, grad
+
+    return run(K.cast(x, "float32"), K.cast(kernel, "float32"))
 
 
 def conv2d(x, kernel, mode: IntegerMode, activation_range, strides, padding: str, dilations, scheme=None,
@@ -151,24 +160,52 @@ def conv2d(x, kernel, mode: IntegerMode, activation_range, strides, padding: str
     if table is None:
         table = K.convert_to_tensor(table_entries(mode))
     lo, hi = (K.stop_gradient(K.cast(bound, "float32")) for bound in activation_range)
+    signed = codes.kind == "signed"
 
-    @K.custom_gradient
     def step(x, kernel):
-        y, gradients = _conv_step(x, kernel, mode, codes, table, (lo, hi), strides, padding, dilations)
+        forward = lambda xb, wb, z_a, z_w, rescale: keras_ops.int_conv2d_codes(
+            xb, wb, table, z_a, z_w, rescale, signed, strides, padding, dilations)
+        y, dequantised, mask_x, mask_w = _quantised_step(x, kernel, codes, (lo, hi), forward)
 
-        def grad(*args, upstream=None):  # TensorFlow passes upstream positionally, torch by keyword
-            if upstream is None:
-                (upstream,) = args
-            return gradients(upstream)
+        def gradients(upstream):  # acc32's conv gradients: dx through w', dw through x'
+            x_hat, w_hat = dequantised()
+            dx = keras_ops.conv2d_backprop_input(K.shape(x), w_hat, upstream, strides, padding, dilations,
+                                                 _GRADIENT_MODE)
+            dw = keras_ops.conv2d_backprop_filter(x_hat, K.shape(kernel), upstream, strides, padding, dilations,
+                                                  _GRADIENT_MODE)
+            return K.where(mask_x, dx, K.zeros_like(dx)), K.where(mask_w, dw, K.zeros_like(dw))
 
-        return y, grad
+        return y, gradients
 
-    return step(K.cast(x, "float32"), K.cast(kernel, "float32"))
+    return _with_gradient(x, kernel, step)
 
 
 def dense(x, kernel, mode: IntegerMode, activation_range, scheme=None, table=None):
-    """x [..., K] times kernel [K, N] under the integer mode: the 1 x 1 conv of a 1 x 1 image per row."""
-    rows = K.reshape(x, (-1, 1, 1, K.shape(x)[-1]))
-    y = conv2d(rows, K.reshape(kernel, (1, 1, *K.shape(kernel))), mode, activation_range, 1, "VALID", 1,
-               scheme=scheme, table=table)
-    return K.reshape(y, (*K.shape(x)[:-1], K.shape(kernel)[-1]))
+    """x [..., K] times kernel [K, N] under the integer mode. The forward is the 1 x 1 conv of a 1 x 1 image per
+    row; the gradients are acc32's matmuls, dx = dy w'^T and dw = x'^T dy: the same products and sums as the conv's
+    gradient kernels (the spec's), about 5x faster on a 1 x 1 image (784 -> 300 at batch 128: 2.8 against 15 ms on
+    2 AVX2 cores)."""
+    codes = code_space(mode, scheme)
+    if table is None:
+        table = K.convert_to_tensor(table_entries(mode))
+    lo, hi = (K.stop_gradient(K.cast(bound, "float32")) for bound in activation_range)
+    signed = codes.kind == "signed"
+    n_in, n_out = K.shape(kernel)[-2], K.shape(kernel)[-1]
+    rows = K.reshape(x, (-1, n_in))
+
+    def step(rows, kernel):
+        forward = lambda xb, wb, z_a, z_w, rescale: K.reshape(keras_ops.int_conv2d_codes(
+            K.reshape(xb, (-1, 1, 1, n_in)), K.reshape(wb, (1, 1, n_in, n_out)), table, z_a, z_w, rescale, signed,
+            1, "VALID", 1), (-1, n_out))
+        y, dequantised, mask_x, mask_w = _quantised_step(rows, kernel, codes, (lo, hi), forward)
+
+        def gradients(upstream):
+            x_hat, w_hat = dequantised()
+            dx = keras_ops.matmul(upstream, K.transpose(w_hat), _GRADIENT_MODE, exact_gradients=False)
+            dw = keras_ops.matmul(K.transpose(x_hat), upstream, _GRADIENT_MODE, exact_gradients=False)
+            return K.where(mask_x, dx, K.zeros_like(dx)), K.where(mask_w, dw, K.zeros_like(dw))
+
+        return y, gradients
+
+    y = _with_gradient(rows, kernel, step)
+    return K.reshape(y, (*K.shape(x)[:-1], n_out))
