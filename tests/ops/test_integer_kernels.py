@@ -39,14 +39,22 @@ def _expected(x_codes, w_codes, table, zero_a, zero_w, rescale, signed, strides,
     return y.reshape(*patches.shape[:3], w_codes.shape[3])
 
 
-def _case(signed, x_shape, w_shape):
+def _exact_table(signed: bool) -> np.ndarray:
+    """The exact products of the codes' values, indexed by their bytes: the table the kernel takes its
+    integer multiply-add path for (the int8 / uint8 modes without a circuit)."""
+    values = np.arange(256, dtype=np.uint8)
+    values = values.astype(np.int8).astype(np.int64) if signed else values.astype(np.int64)
+    return np.outer(values, values)
+
+
+def _case(signed, x_shape, w_shape, exact=False):
     x = RNG.integers(0, 256, x_shape, dtype=np.uint8)
     w = RNG.integers(0, 256, w_shape, dtype=np.uint8)
     low, high = (-128, 127) if signed else (0, 255)
     zero_a = int(RNG.integers(low, high + 1))
     zero_w = RNG.integers(low, high + 1, w_shape[3]).astype(np.int32)
     rescale = (RNG.random(w_shape[3]) * 1e-4).astype(np.float32)
-    return x, w, _table(signed), zero_a, zero_w, rescale
+    return x, w, _exact_table(signed) if exact else _table(signed), zero_a, zero_w, rescale
 
 
 def _run_tf(x, w, table, zero_a, zero_w, rescale, signed, strides, padding, dilations) -> np.ndarray:
@@ -71,11 +79,13 @@ GEOMETRIES = [  # x NHWC, w HWIO, strides, padding, dilations: the layers' shape
 ]
 
 
+@pytest.mark.parametrize("table_kind", ["random", "exact"])
 @pytest.mark.parametrize("signed", [True, False], ids=["signed", "unsigned"])
 @pytest.mark.parametrize("geometry", GEOMETRIES, ids=[f"{g[0]}x{g[1]}" for g in GEOMETRIES])
-def test_both_bindings_equal_the_reference_bit_for_bit(signed, geometry):
+def test_both_bindings_equal_the_reference_bit_for_bit(signed, geometry, table_kind):
+    """A random table takes the look-up path, the exact one the integer multiply-add path (on AVX2 and AVX-512)."""
     x_shape, w_shape, strides, padding, dilations = geometry
-    x, w, table, zero_a, zero_w, rescale = _case(signed, x_shape, w_shape)
+    x, w, table, zero_a, zero_w, rescale = _case(signed, x_shape, w_shape, exact=table_kind == "exact")
     expected = _expected(x, w, table, zero_a, zero_w, rescale, signed, strides, padding, dilations)
     args = (x, w, table, zero_a, zero_w, rescale, signed, strides, padding, dilations)
     got_tf, got_torch = _run_tf(*args), _run_torch(*args)
@@ -96,6 +106,22 @@ def test_largest_k_with_extreme_entries_stays_exact():
     acc = np.array([MAX_TAPS * 65535, MAX_TAPS * 65535 - 3 * 255 * MAX_TAPS], np.int64)
     assert np.array_equal(got.reshape(-1), (acc.astype(np.float32) * rescale).astype(np.float32))
     assert np.array_equal(got, _run_torch(x, w, table, 0, zero_w, rescale, False, 1, "VALID", 1))
+
+
+@pytest.mark.parametrize("code, zero_a", [(0, 255), (255, 0)], ids=["negative", "positive"])
+def test_exact_path_at_the_largest_k_stays_exact(code, zero_a):
+    """The multiply-add path at K = 32768 with every term at its largest magnitude, (code - z_a) x w = -+255 x 255:
+    the int32 sum reaches -+2,130,739,200, inside int32's range, and the odd channel count pads the vectors."""
+    table = _exact_table(False)
+    x = np.full((1, 1, 1, MAX_TAPS), code, np.uint8)
+    w = np.full((1, 1, MAX_TAPS, 3), 255, np.uint8)
+    zero_w = np.array([0, 7, 255], np.int32)
+    rescale = np.array([1.0, 0.25, 3.0], np.float32)
+    got = _run_tf(x, w, table, zero_a, zero_w, rescale, False, 1, "VALID", 1)
+    acc = (code - zero_a) * (255 - zero_w.astype(np.int64)) * MAX_TAPS
+    assert abs(int(acc[0])) > 2**31 - 2**24
+    assert np.array_equal(got.reshape(-1), (acc.astype(np.float32) * rescale).astype(np.float32))
+    assert np.array_equal(got, _run_torch(x, w, table, zero_a, zero_w, rescale, False, 1, "VALID", 1))
 
 
 def test_nan_rescale_marks_the_channel_and_results_repeat():
