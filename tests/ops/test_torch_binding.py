@@ -185,3 +185,32 @@ def test_build_commands_report_the_loaded_binding(capsys):
                                   timeout=120) for name in ("ops.build", "ops.torch_build")}
     assert all(result.returncode == 0 and "usage:" in result.stdout for result in helps.values()), helps
     assert "--torch" in helps["ops.build"].stdout
+
+
+def test_cpu_kernels_split_over_torchs_threads_with_the_same_bits():
+    """torch_binding.cc splits every CPU kernel's work with at::parallel_for, an OpenMP region compiled into the
+    binding itself: built without -fopenmp it runs on one thread whatever torch.set_num_threads says. The library
+    must call OpenMP's runtime, and one thread or two must give the same bits (float and integer kernels)."""
+    symbols = subprocess.run(["nm", "-D", "--undefined-only", torch_ops.BUILD.library], capture_output=True,
+                             text=True, timeout=60, check=True).stdout
+    assert "GOMP_parallel" in symbols, "the binding was built without OpenMP: its CPU kernels run on one thread"
+    generator = torch.Generator().manual_seed(3)
+    x = torch.randn(4, 16, 12, 12, generator=generator)
+    w = torch.randn(24, 16, 3, 3, generator=generator)
+    codes = torch.randint(0, 256, (4, 12, 12, 16), generator=generator, dtype=torch.uint8)
+    w_codes = torch.randint(0, 256, (3, 3, 16, 24), generator=generator, dtype=torch.uint8)
+    table = torch.randint(-32768, 32768, (65536,), generator=generator, dtype=torch.int32)
+    zero_a, zero_w = torch.tensor([3], dtype=torch.int32), torch.full((24,), -2, dtype=torch.int32)
+    rescale = torch.full((24,), 1e-3)
+    threads = torch.get_num_threads()
+    results = []
+    try:
+        for count in (1, 2):
+            torch.set_num_threads(count)
+            results.append((torch_ops.conv2d(x, w, padding=1, multiplier="am16"),
+                            torch_ops.int_conv2d_codes(codes, w_codes, table, zero_a, zero_w, rescale, True, 1,
+                                                       "same", 1)))
+    finally:
+        torch.set_num_threads(threads)
+    for one, two in zip(*results):
+        assert torch.equal(one.view(torch.int32), two.view(torch.int32))
