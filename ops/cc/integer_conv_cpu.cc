@@ -10,10 +10,10 @@
 // AVX2 EPYC here, against oneDNN's ~25 fp32 multiply-adds/ns, so skipping the zero point's taps (half of a ReLU
 // layer's, 80 % of an MNIST image's) is what counts. An exact table (the int8 / uint8 modes without a circuit, found by
 // comparing the table with the codes' products at each call, ~20 us) takes integer multiply-adds instead on AVX2 and
-// AVX-512 (vpmaddwd, 256-bit on both): 4 pixels x 16 channels in registers, every tap, 16 products an instruction,
-// which took the exact modes' forward from ~11x oneDNN's fp32 to 1.3-2.9x on the convs here. Integer sums do not
-// depend on their order, so every path gives the same bits; the zero-point terms and the rescale are the epilogue,
-// once per output.
+// AVX-512 (vpmaddwd): 4 pixels x 16 (AVX2) or 32 (AVX-512) channels in registers, every tap, 16 or 32 products an
+// instruction, which took the exact modes' forward from ~11x oneDNN's fp32 to 1.3-2.9x on the convs here. Integer
+// sums do not depend on their order, so every path gives the same bits; the zero-point terms and the rescale are the
+// epilogue, once per output.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -137,28 +137,49 @@ bool is_exact_table(const int32_t* table, bool signed_codes) {
 // int16 pairs broadcast) against the same two taps of 8 channels' weights (int16 pairs) and adds each channel's two
 // products into an int32 lane, 16 products an instruction against 8 a gather. Every term is at most 255 x 255 in
 // magnitude, so with K <= kIntMaxTaps every partial sum fits int32 and the sum is the table path's, exactly.
-constexpr int64_t kExactPixels = 4;     // pixels sharing each load of the weights: 8 accumulators in registers
-constexpr int64_t kExactChannels = 16;  // two vectors of 8 channels
+constexpr int64_t kExactPixels = 4;  // pixels sharing each load of the weights: 8 accumulators in registers
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+constexpr int64_t kExactLanes = 16;  // int32 sums (channels) per vector
+using ExactVector = __m512i;
+inline ExactVector exact_load(const int16_t* p) { return _mm512_loadu_si512(p); }
+inline ExactVector exact_broadcast(int32_t pair) { return _mm512_set1_epi32(pair); }
+inline ExactVector exact_madd_add(ExactVector acc, ExactVector a, ExactVector w) {
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(a, w));
+}
+inline void exact_store(int32_t* p, ExactVector v) { _mm512_storeu_si512(p, v); }
+#else
+constexpr int64_t kExactLanes = 8;
+using ExactVector = __m256i;
+inline ExactVector exact_load(const int16_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline ExactVector exact_broadcast(int32_t pair) { return _mm256_set1_epi32(pair); }
+inline ExactVector exact_madd_add(ExactVector acc, ExactVector a, ExactVector w) {
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(a, w));
+}
+inline void exact_store(int32_t* p, ExactVector v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+#endif
+constexpr int64_t kExactChannels = 2 * kExactLanes;  // two vectors of channels: 16 (AVX2) or 32 (AVX-512)
 
-// sums[p * 16 + v] = sum over tap pairs j < pairs of madd(pairs_p[j], w[j]) for 4 pixels and 16 channels; pixel p's
-// tap pairs start at taps + p * pixel_stride, the weights' pair j at w + j * w_stride (int16 units).
+// sums[p * kExactChannels + v] = sum over tap pairs j < pairs of madd(pairs_p[j], w[j]) for 4 pixels and the
+// channels of two vectors; pixel p's tap pairs start at taps + p * pixel_stride, the weights' pair j at
+// w + j * w_stride (int16 units: each channel's two taps side by side).
 void exact_sums(const int32_t* taps, int64_t pixel_stride, int64_t pairs, const int16_t* w, int64_t w_stride,
                 int32_t* sums) {
-  __m256i acc[kExactPixels][2];
-  for (auto& pixel : acc) pixel[0] = pixel[1] = _mm256_setzero_si256();
+  ExactVector acc[kExactPixels][2];
+  for (auto& pixel : acc) {
+    for (auto& vector : pixel) vector = ExactVector{};  // zero
+  }
   for (int64_t j = 0; j < pairs; ++j) {
     const int16_t* wj = w + j * w_stride;
-    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wj));
-    const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wj + 16));
+    const ExactVector w0 = exact_load(wj), w1 = exact_load(wj + 2 * kExactLanes);
     for (int64_t p = 0; p < kExactPixels; ++p) {
-      const __m256i a = _mm256_set1_epi32(taps[p * pixel_stride + j]);
-      acc[p][0] = _mm256_add_epi32(acc[p][0], _mm256_madd_epi16(a, w0));
-      acc[p][1] = _mm256_add_epi32(acc[p][1], _mm256_madd_epi16(a, w1));
+      const ExactVector a = exact_broadcast(taps[p * pixel_stride + j]);
+      acc[p][0] = exact_madd_add(acc[p][0], a, w0);
+      acc[p][1] = exact_madd_add(acc[p][1], a, w1);
     }
   }
   for (int64_t p = 0; p < kExactPixels; ++p) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums + p * kExactChannels), acc[p][0]);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums + p * kExactChannels + 8), acc[p][1]);
+    exact_store(sums + p * kExactChannels, acc[p][0]);
+    exact_store(sums + p * kExactChannels + kExactLanes, acc[p][1]);
   }
 }
 #endif
@@ -189,7 +210,8 @@ inline void store_outputs(const IntConvArgs& args, const int32_t* sums, int64_t 
 
 #if defined(__AVX2__)
 // The exact tables' path: per block of pixels, each pixel's taps as int16 pairs (code value - z_a: 0 at the zero
-// point and in the padding), then per 16 channels, 4 pixels at a time, exact_sums over all tap pairs.
+// point and in the padding), then per 16 (AVX2) or 32 (AVX-512) channels, 4 pixels at a time, exact_sums over all
+// tap pairs.
 void int_conv2d_exact(const ConvGeometry& g, const uint8_t* x, const uint8_t* w, const IntConvArgs& args,
                       const int64_t* offsets, float* y, const ParallelFor& parallel_for) {
   const int64_t taps = g.patch_size(), channels = g.out_c, pixels = g.out_pixels();
@@ -210,7 +232,7 @@ void int_conv2d_exact(const ConvGeometry& g, const uint8_t* x, const uint8_t* w,
     std::vector<uint8_t> patch(static_cast<size_t>(taps));
     std::vector<int32_t> tap_pairs(static_cast<size_t>(kBlockPixels * pairs));
     std::vector<int64_t> a_sums(static_cast<size_t>(kBlockPixels));
-    alignas(32) int32_t sums[kExactPixels * kExactChannels];
+    alignas(64) int32_t sums[kExactPixels * kExactChannels];
     for (int64_t block = begin; block < end; ++block) {
       const int64_t first = block * kBlockPixels, count = std::min(kBlockPixels, pixels - first);
       for (int64_t i = 0; i < kBlockPixels; ++i) {  // pixels past the end: all-zero pairs, results not stored
