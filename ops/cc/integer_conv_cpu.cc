@@ -134,8 +134,8 @@ bool is_exact_table(const int32_t* table, bool signed_codes) {
 }
 
 // The exact products by integer multiply-adds: vpmaddwd takes two taps of a pixel (its codes less the zero point,
-// int16 pairs broadcast) against the same two taps of 8 channels' weights (int16 pairs) and adds each channel's two
-// products into an int32 lane, 16 products an instruction against 8 a gather. Every term is at most 255 x 255 in
+// int16 pairs broadcast) against the same two taps of 8 (AVX2) or 16 (AVX-512) channels' weights (int16 pairs) and
+// adds each channel's two products into an int32 lane: 16 or 32 products an instruction against 8 or 16 a gather. Every term is at most 255 x 255 in
 // magnitude, so with K <= kIntMaxTaps every partial sum fits int32 and the sum is the table path's, exactly.
 constexpr int64_t kExactPixels = 4;  // pixels sharing each load of the weights: 8 accumulators in registers
 #if defined(__AVX512F__) && defined(__AVX512BW__)
@@ -160,9 +160,9 @@ inline void exact_store(int32_t* p, ExactVector v) { _mm256_storeu_si256(reinter
 constexpr int64_t kExactChannels = 2 * kExactLanes;  // two vectors of channels: 16 (AVX2) or 32 (AVX-512)
 
 // sums[p * kExactChannels + v] = sum over tap pairs j < pairs of madd(pairs_p[j], w[j]) for 4 pixels and the
-// channels of two vectors; pixel p's tap pairs start at taps + p * pixel_stride, the weights' pair j at
+// channels of two vectors; pixel p's taps (int16) start at taps + p * pixel_stride, the weights' pair j at
 // w + j * w_stride (int16 units: each channel's two taps side by side).
-void exact_sums(const int32_t* taps, int64_t pixel_stride, int64_t pairs, const int16_t* w, int64_t w_stride,
+void exact_sums(const int16_t* taps, int64_t pixel_stride, int64_t pairs, const int16_t* w, int64_t w_stride,
                 int32_t* sums) {
   ExactVector acc[kExactPixels][2];
   for (auto& pixel : acc) {
@@ -172,7 +172,9 @@ void exact_sums(const int32_t* taps, int64_t pixel_stride, int64_t pairs, const 
     const int16_t* wj = w + j * w_stride;
     const ExactVector w0 = exact_load(wj), w1 = exact_load(wj + 2 * kExactLanes);
     for (int64_t p = 0; p < kExactPixels; ++p) {
-      const ExactVector a = exact_broadcast(taps[p * pixel_stride + j]);
+      int32_t pair;  // taps 2j and 2j + 1 as one 32-bit lane (memcpy: int16 storage read as int32 is undefined)
+      std::memcpy(&pair, taps + p * pixel_stride + 2 * j, sizeof pair);
+      const ExactVector a = exact_broadcast(pair);
       acc[p][0] = exact_madd_add(acc[p][0], a, w0);
       acc[p][1] = exact_madd_add(acc[p][1], a, w1);
     }
@@ -230,14 +232,14 @@ void int_conv2d_exact(const ConvGeometry& g, const uint8_t* x, const uint8_t* w,
   static_assert(kBlockPixels % kExactPixels == 0, "a block is whole groups of pixels");
   auto work = [&](int64_t begin, int64_t end) {
     std::vector<uint8_t> patch(static_cast<size_t>(taps));
-    std::vector<int32_t> tap_pairs(static_cast<size_t>(kBlockPixels * pairs));
+    std::vector<int16_t> tap_pairs(static_cast<size_t>(kBlockPixels * pairs * 2));
     std::vector<int64_t> a_sums(static_cast<size_t>(kBlockPixels));
     alignas(64) int32_t sums[kExactPixels * kExactChannels];
     for (int64_t block = begin; block < end; ++block) {
       const int64_t first = block * kBlockPixels, count = std::min(kBlockPixels, pixels - first);
       for (int64_t i = 0; i < kBlockPixels; ++i) {  // pixels past the end: all-zero pairs, results not stored
-        int16_t* dst = reinterpret_cast<int16_t*>(tap_pairs.data() + i * pairs);
-        dst[2 * pairs - 1] = 0;
+        int16_t* dst = tap_pairs.data() + i * pairs * 2;
+        if (taps % 2 == 1) dst[taps] = 0;  // an odd K's last pair
         if (i >= count) {
           std::fill(dst, dst + 2 * pairs, int16_t{0});
           continue;
@@ -248,7 +250,7 @@ void int_conv2d_exact(const ConvGeometry& g, const uint8_t* x, const uint8_t* w,
       for (int64_t c0 = 0; c0 < channels; c0 += kExactChannels) {
         const int64_t valid = std::min(kExactChannels, channels - c0);
         for (int64_t i0 = 0; i0 < count; i0 += kExactPixels) {
-          exact_sums(tap_pairs.data() + i0 * pairs, pairs, pairs, packed.data() + c0 * 2, stride * 2, sums);
+          exact_sums(tap_pairs.data() + i0 * pairs * 2, pairs * 2, pairs, packed.data() + c0 * 2, stride * 2, sums);
           for (int64_t i = i0; i < std::min(i0 + kExactPixels, count); ++i)
             store_outputs(args, sums + (i - i0) * kExactChannels, a_sums[i], offsets, c0, valid,
                           y + (first + i) * channels);
@@ -274,7 +276,9 @@ void int_conv2d_cpu(const ConvGeometry& g, const uint8_t* x, const uint8_t* w, c
   const int32_t* zero_row = args.table + (static_cast<int32_t>(fill_byte) << 8);
   const std::vector<int64_t> offsets = channel_offsets(g, w, args, zero_row);
 #if defined(__AVX2__)
-  if (is_exact_table(args.table, signed_codes)) {
+  // The exact path reads z_a as the padding taps' value: only for a zero point that is a code of the kind (the
+  // layers' always are; the table path indexes by z_a's byte, as the reference does, for any).
+  if (code_value(fill_byte, signed_codes) == zero_a && is_exact_table(args.table, signed_codes)) {
     int_conv2d_exact(g, x, w, args, offsets.data(), y, parallel_for);
     return;
   }

@@ -124,6 +124,17 @@ def test_exact_path_at_the_largest_k_stays_exact(code, zero_a):
     assert np.array_equal(got, _run_torch(x, w, table, zero_a, zero_w, rescale, False, 1, "VALID", 1))
 
 
+def test_exact_table_with_a_zero_point_outside_the_codes_matches_the_reference():
+    """A zero point that is not a code of the kind (200 for signed codes) pads with a byte whose value is not z_a: the
+    kernel leaves the multiply-add path (which reads z_a as the padding's value) for the look-ups, which index the
+    table by z_a's byte as the reference does."""
+    x, w, table, _, zero_w, rescale = _case(True, (2, 6, 6, 8), (3, 3, 8, 20), exact=True)
+    args = (x, w, table, 200, zero_w, rescale, True, 1, "SAME", 1)
+    expected = _expected(*args)
+    assert np.array_equal(_run_tf(*args).view(np.uint32), expected.view(np.uint32))
+    assert np.array_equal(_run_torch(*args).view(np.uint32), expected.view(np.uint32))
+
+
 def test_nan_rescale_marks_the_channel_and_results_repeat():
     """A NaN rescale (the layers' mark of a non-finite operand) makes its channel NaN and no other; two calls give
     the same bits (the sums are integers: the thread split cannot change them)."""
