@@ -6,8 +6,8 @@ The same shapes, timing, table and levels as bench/ops_benchmark.py (bench/cpu_c
 integer mode (int8, uint8, each with or without a table: `uint8:ops/luts/evoapprox/mul8u_2AC.int8u.npy`), the
 layer's arithmetic as a cell on the torch backend runs it (ops.keras_integer.conv2d / dense: both operands
 quantised, the activations by their batch's range, the binding's table op, the rescale; the backward the
-straight-through estimator through acc32's products: the conv's gradient kernels, Dense's matmuls) against torch.nn.functional.conv2d (oneDNN) and
-torch.matmul (MKL's sgemm in torch's x86 wheels) on the same data. Each side reads the data in its own layout: the
+straight-through estimator through acc32's products: the conv's gradient kernels, Dense's matmuls) against
+torch.nn.functional.conv2d (oneDNN) and torch.matmul (MKL's sgemm in torch's x86 wheels) on the same data. Each side reads the data in its own layout: the
 integer layers NHWC activations and HWIO weights; torch's conv the same activations as an NCHW view, which is
 channels_last, and the weights copied once into channels_last OIHW, the layouts oneDNN's conv reads without
 reordering the activations (NCHW-contiguous ones cost a reorder each way: 15-30 % more at 32x32x64 and 16x16x128 on

@@ -6,8 +6,9 @@
 
 The section "Integer modes (8-bit, table products)" of docs/multipliers-spec.md, step for step: ranges, scales and
 zero points, the quantiser, the forward through the compiled op on the codes (ops.keras_ops.int_conv2d_codes:
-table products, exact integer sums, rescale) and the straight-through gradient through `acc32`'s products (the conv's gradient kernels; Dense's matmuls),
-masked where the quantiser clamped. ops/modes/integer_reference.py is the numpy reference it is tested against.
+table products, exact integer sums, rescale) and the straight-through gradient through `acc32`'s products (the
+conv's gradient kernels; Dense's matmuls), masked where the quantiser clamped. ops/modes/integer_reference.py is
+the numpy reference it is tested against.
 Every fp32 operation is one Keras op (one rounding: no op here fuses a multiply and an add), rounding to an integer
 is keras.ops.round (ties to even on both backends, as the spec's rint), and subnormal inputs are flushed first, so
 the codes, zero points and scales are the reference's bits on any backend and device. The bias is the layer's.
@@ -134,6 +135,21 @@ def _quantised_step(x, kernel, codes: CodeSpace, activation_range, forward):
     return y, dequantised, mask_x, mask_w
 
 
+def _layer_setup(mode: IntegerMode, scheme, table, activation_range):
+    """What conv2d and dense read before their step: the codes, the table as a tensor (table_entries when the layer
+    passes none), the activation range cut from the gradient, and whether the codes are signed."""
+    codes = code_space(mode, scheme)
+    if table is None:
+        table = K.convert_to_tensor(table_entries(mode))
+    lo, hi = (K.stop_gradient(K.cast(bound, "float32")) for bound in activation_range)
+    return codes, table, (lo, hi), codes.kind == "signed"
+
+
+def _masked(dx, dw, mask_x, mask_w):
+    """The straight-through gradients: zero where the quantiser clamped (or the operand was not finite)."""
+    return K.where(mask_x, dx, K.zeros_like(dx)), K.where(mask_w, dw, K.zeros_like(dw))
+
+
 def _with_gradient(x, kernel, step):
     """step(x, kernel) -> (y, gradients(upstream) -> (dx, dkernel)) as one differentiable function of x, kernel."""
 
@@ -156,16 +172,12 @@ def conv2d(x, kernel, mode: IntegerMode, activation_range, strides, padding: str
     """NHWC x conv HWIO kernel under the integer mode: float32 [N, Ho, Wo, O] without bias. activation_range (lo,
     hi) quantises x (the layer's running range, or the batch's own); the kernel's range is its own, per output
     channel. `table` is the mode's entries as a tensor on x's device (table_entries, made once by the layer)."""
-    codes = code_space(mode, scheme)
-    if table is None:
-        table = K.convert_to_tensor(table_entries(mode))
-    lo, hi = (K.stop_gradient(K.cast(bound, "float32")) for bound in activation_range)
-    signed = codes.kind == "signed"
+    codes, table, activation_range, signed = _layer_setup(mode, scheme, table, activation_range)
 
     def step(x, kernel):
         forward = lambda xb, wb, z_a, z_w, rescale: keras_ops.int_conv2d_codes(
             xb, wb, table, z_a, z_w, rescale, signed, strides, padding, dilations)
-        y, dequantised, mask_x, mask_w = _quantised_step(x, kernel, codes, (lo, hi), forward)
+        y, dequantised, mask_x, mask_w = _quantised_step(x, kernel, codes, activation_range, forward)
 
         def gradients(upstream):  # acc32's conv gradients: dx through w', dw through x'
             x_hat, w_hat = dequantised()
@@ -173,7 +185,7 @@ def conv2d(x, kernel, mode: IntegerMode, activation_range, strides, padding: str
                                                  _GRADIENT_MODE)
             dw = keras_ops.conv2d_backprop_filter(x_hat, K.shape(kernel), upstream, strides, padding, dilations,
                                                   _GRADIENT_MODE)
-            return K.where(mask_x, dx, K.zeros_like(dx)), K.where(mask_w, dw, K.zeros_like(dw))
+            return _masked(dx, dw, mask_x, mask_w)
 
         return y, gradients
 
@@ -185,11 +197,7 @@ def dense(x, kernel, mode: IntegerMode, activation_range, scheme=None, table=Non
     row; the gradients are acc32's matmuls, dx = dy w'^T and dw = x'^T dy: the same products and sums as the conv's
     gradient kernels (the spec's), about 5x faster on a 1 x 1 image (784 -> 300 at batch 128: 2.8 against 15 ms on
     2 AVX2 cores)."""
-    codes = code_space(mode, scheme)
-    if table is None:
-        table = K.convert_to_tensor(table_entries(mode))
-    lo, hi = (K.stop_gradient(K.cast(bound, "float32")) for bound in activation_range)
-    signed = codes.kind == "signed"
+    codes, table, activation_range, signed = _layer_setup(mode, scheme, table, activation_range)
     n_in, n_out = K.shape(kernel)[-2], K.shape(kernel)[-1]
     rows = K.reshape(x, (-1, n_in))
 
@@ -197,13 +205,13 @@ def dense(x, kernel, mode: IntegerMode, activation_range, scheme=None, table=Non
         forward = lambda xb, wb, z_a, z_w, rescale: K.reshape(keras_ops.int_conv2d_codes(
             K.reshape(xb, (-1, 1, 1, n_in)), K.reshape(wb, (1, 1, n_in, n_out)), table, z_a, z_w, rescale, signed,
             1, "VALID", 1), (-1, n_out))
-        y, dequantised, mask_x, mask_w = _quantised_step(rows, kernel, codes, (lo, hi), forward)
+        y, dequantised, mask_x, mask_w = _quantised_step(rows, kernel, codes, activation_range, forward)
 
         def gradients(upstream):
             x_hat, w_hat = dequantised()
             dx = keras_ops.matmul(upstream, K.transpose(w_hat), _GRADIENT_MODE, exact_gradients=False)
             dw = keras_ops.matmul(K.transpose(x_hat), upstream, _GRADIENT_MODE, exact_gradients=False)
-            return K.where(mask_x, dx, K.zeros_like(dx)), K.where(mask_w, dw, K.zeros_like(dw))
+            return _masked(dx, dw, mask_x, mask_w)
 
         return y, gradients
 
