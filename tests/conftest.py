@@ -56,6 +56,33 @@ def mnist_dir(mnist_data_dir: Path) -> Path:
     return mnist_data_dir / "mnist"
 
 
+# Folders whose tests share one session-scoped thing that must exist once: the private Slurm (its configuration and
+# state under one path, tests/cluster/slurm_cluster.py) and the dashboard's finished grid.
+ONE_WORKER_FOLDERS = ("cluster", "dashboard")
+
+
+def work_unit(nodeid: str) -> str:
+    """What one pytest-xdist worker takes whole (tests/run.sh runs two): a folder of ONE_WORKER_FOLDERS, else a test
+    file (its module-scoped fixtures, such as test_gpu_build.py's CUDA library, built once; the tests of a file that
+    share a store or the repository's default paths run in their order)."""
+    path = nodeid.split("::", 1)[0]
+    parts = path.split("/")
+    return "/".join(parts[:2]) if len(parts) > 2 and parts[1] in ONE_WORKER_FOLDERS else path
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Units of work_unit(), taken in collection order, one at a time as a worker runs dry: xdist's file scheduler
+    with a wider unit. (Its `--dist loadgroup` marks would say the same, but pytest-xdist 3.8 writes a group into
+    `item._nodeid`, which pytest 9.2 no longer reads: the marks are silently ignored.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FolderOrFileScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return FolderOrFileScheduling(config, log)
+
+
 def pytest_make_parametrize_id(config, val, argname):  # noqa: ARG001 - pytest's hook signature
     """A table mode "lut:/some/path/MBM_7.bin" is named "lut:MBM_7.bin" in test IDs: IDs must not depend on where
     the repository lies (they name tests in reports, `-k` selections and caches across machines)."""
