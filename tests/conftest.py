@@ -71,9 +71,10 @@ def work_unit(nodeid: str) -> str:
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """Units of work_unit(), taken in collection order, one at a time as a worker runs dry: xdist's file scheduler
-    with a wider unit. (Its `--dist loadgroup` marks would say the same, but pytest-xdist 3.8 writes a group into
-    `item._nodeid`, which pytest 9.2 no longer reads: the marks are silently ignored.)"""
+    """Units of work_unit(), one at a time as a worker runs dry, those with the most tests first (xdist's default
+    reordering; the cluster folder has the most): xdist's file scheduler with a wider unit. (Its `--dist loadgroup`
+    marks would say the same, but pytest-xdist 3.8 writes a group into `item._nodeid`, which pytest 9.2 no longer
+    reads: the marks are silently ignored.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     class FolderOrFileScheduling(LoadScopeScheduling):

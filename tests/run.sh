@@ -23,6 +23,6 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
 fi
 python3 -m orchestrator.environment --extras test >/dev/null
 # Two workers (pytest-xdist): one alone left a third of CI's 2 cores idle while tests waited on schedulers and
-# subprocesses (50 min, 62 % busy, 2026-11-28). A folder or file goes to one worker whole (tests/conftest.py).
+# subprocesses (50 min at 62 % busy; 34 min on two). A folder or file goes to one worker whole (tests/conftest.py).
 # AMDNN_TEST_WORKERS=0 runs in this process, for a debugger or -x.
 exec .venv/bin/python -m pytest -n "${AMDNN_TEST_WORKERS:-2}" "$@"

@@ -44,23 +44,24 @@ def python(code: str, env: dict[str, str] | None = None, timeout: int = 600) -> 
 @pytest.fixture(scope="module")
 def cuda_cache(tmp_path_factory) -> Path:
     """A cache holding the CUDA library for compute_90 PTX, built with `python -m ops.build --cuda` (timed)."""
-    if cuda_build.find_nvcc() is None:
+    nvcc = cuda_build.find_nvcc()
+    if nvcc is None:
         if os.environ.get("CI") == "true":
             pytest.fail("CI=true and no nvcc (CUDA_HOME/bin/nvcc or PATH): the GPU library build cannot be tested")
         pytest.skip("no nvcc (CUDA_HOME/bin/nvcc or PATH)")
     cache = tmp_path_factory.mktemp("cuda-cache")
     env = {**os.environ, "AMDNN_OPS_CACHE": str(cache)}
-    if FAST_DEVICE_COMPILE in subprocess.run([cuda_build.find_nvcc(), "--help"], capture_output=True, text=True).stdout:
-        # nvcc 12.8 and later: cicc was 52 % of the build (68 of 130 CPU s for the forward's source, 2026-11-28),
-        # `-Ofc max` takes it to ~2 s. What is checked here (registration, symbols, the CPU kernels' bits) does not
-        # depend on the device code's optimisation; the kernels' machine code is the device suite's (tests/device).
+    if FAST_DEVICE_COMPILE in subprocess.run([nvcc, "--help"], capture_output=True, text=True).stdout:
+        # nvcc 12.8 and later: cicc is half the build's CPU time (68 of 130 CPU s for the forward's source, nvcc
+        # 13.0), `-Ofc max` takes it to ~2 s. What is checked here (registration, symbols, the CPU kernels' bits) does
+        # not depend on the device code's optimisation; the kernels' machine code is the device suite's (tests/device).
         env["AMDNN_NVCC_FLAGS"] = f"{env.get('AMDNN_NVCC_FLAGS', '')} -Ofc max".strip()
     started = time.time()
     built = subprocess.run([sys.executable, "-m", "ops.build", "--cuda", "--cuda-arch", "compute_90"], cwd=REPO,
                            env=env, capture_output=True, text=True)
     assert built.returncode == 0, built.stderr[-5000:]
     print(f"\nCUDA library (compute_90 PTX) built in {time.time() - started:.0f} s")
-    version = cuda_build.nvcc_version(cuda_build.find_nvcc())
+    version = cuda_build.nvcc_version(nvcc)
     assert "cuda_arch    compute_90" in built.stdout and f"cuda         {version}" in built.stdout
     return cache
 
