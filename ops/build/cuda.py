@@ -127,8 +127,9 @@ def gencode_flags(archs: tuple[str, ...]) -> list[str]:
     """nvcc's -gencode flags for `archs`. The plain architectures share one front-end pass (cicc, ~22 s of a source's
     ~35 s per architecture on the 2-core build machine): every sm_XY's machine code, and the PTX where a compute_XY
     is asked for, come from the PTX of the lowest of them, which runs on every GPU the asked-for PTX runs on. The
-    kernels use nothing newer than that PTX offers: sm_90 code from compute_80 PTX and from compute_90 PTX is the
-    same, byte for byte (nvcc 13.0). Architecture-specific ones (sm_90a) keep their own pass."""
+    kernels use nothing newer than that PTX offers but programmatic dependent launch (9.0+), which code from older
+    PTX lacks: there they launch plain (gemm_cuda_launch.cuh; 0.2-0.8 % slower on an H200). Architecture-specific
+    ones (sm_90a) keep their own pass."""
     parsed = [_ARCH.match(arch).groups() for arch in archs]  # (kind, number, suffix)
     plain = [(kind, number) for kind, number, suffix in parsed if not suffix]
     flags = []

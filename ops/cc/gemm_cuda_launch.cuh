@@ -48,8 +48,14 @@ __device__ __forceinline__ void allow_next_kernel() {
 #endif
 }
 
-// Whether the current device runs PDL (compute capability 9.0 or later), read once per device.
-inline bool programmatic_launch_here() {
+// Whether a kernel of this library may be launched programmatically on the current device: the device runs PDL
+// (compute capability 9.0 or later) and the kernel's machine code came from PTX of 9.0 or later, where
+// wait_for_prior_kernel is griddepcontrol.wait. A build for several architectures compiles all of them from the
+// lowest one's PTX (one front-end pass, ops/build/cuda.py: sm_80,sm_90 from compute_80), and there
+// wait_for_prior_kernel is empty: launched programmatically, such a kernel could read its inputs before the kernel
+// ahead of it had written them, so it is launched plain. Read once per device and kernel type.
+template <class Kernel>
+bool programmatic_launch_here(Kernel* kernel) {
   constexpr int kDevices = 64;
   static std::atomic<int> known[kDevices];  // 0: not read yet, 1: no, 2: yes
   int device = 0;
@@ -60,11 +66,13 @@ inline bool programmatic_launch_here() {
   int state = known[device].load(std::memory_order_relaxed);
   if (state == 0) {
     int major = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+    cudaFuncAttributes attributes = {};
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaFuncGetAttributes(&attributes, kernel) != cudaSuccess) {
       cudaGetLastError();
       major = 0;
     }
-    state = major >= 9 ? 2 : 1;
+    state = major >= 9 && attributes.ptxVersion >= 90 ? 2 : 1;
     known[device].store(state, std::memory_order_relaxed);
   }
   return state == 2;
@@ -83,7 +91,7 @@ LaunchStatus launch_kernel(bool programmatic, void (*kernel)(Params...), dim3 gr
   attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute[0].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attribute;
-  config.numAttrs = programmatic && kProgrammaticLaunch && programmatic_launch_here() ? 1 : 0;
+  config.numAttrs = programmatic && kProgrammaticLaunch && programmatic_launch_here(kernel) ? 1 : 0;
   const cudaError_t status = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
   if (status == cudaSuccess) return {};
   cudaGetLastError();  // clear it, as a failed <<<...>>> launch read by cudaGetLastError would be
