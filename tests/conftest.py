@@ -71,17 +71,33 @@ def work_unit(nodeid: str) -> str:
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """Units of work_unit(), one at a time as a worker runs dry, those with the most tests first (xdist's default
-    reordering; the cluster folder has the most): xdist's file scheduler with a wider unit. (Its `--dist loadgroup`
-    marks would say the same, but pytest-xdist 3.8 writes a group into `item._nodeid`, which pytest 9.2 no longer
-    reads: the marks are silently ignored.)"""
+    """Units of work_unit(), one at a time as a worker runs dry, in the order the workers collected them
+    (pytest_collection_modifyitems): xdist's file scheduler with a wider unit. (Its `--dist loadgroup` marks would
+    say the same, but pytest-xdist 3.8 writes a group into `item._nodeid`, which pytest 9.2 no longer reads: the marks
+    are silently ignored.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     class FolderOrFileScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return work_unit(nodeid)
 
+    config.option.loadscopereorder = False  # the collection's order is already the one wanted
     return FolderOrFileScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config, items):  # noqa: ARG001 - pytest's hook signature
+    """On xdist's workers: the units that hold a test marked slow first, then the others, each group by its number of
+    tests, most first; a unit's tests keep their order. The longest units start first so that the two workers end
+    together: ordered by test count alone, LeNet-5's 2-minute MNIST test (one test) ran last, with one core idle for
+    most of the run's last 4 minutes."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    units: dict[str, list] = {}
+    for item in items:
+        units.setdefault(work_unit(item.nodeid), []).append(item)
+    slow = lambda unit: any(item.get_closest_marker("slow") for item in unit)  # noqa: E731
+    items[:] = [item for unit in sorted(units.values(), key=lambda unit: (not slow(unit), -len(unit)))
+                for item in unit]
 
 
 def pytest_make_parametrize_id(config, val, argname):  # noqa: ARG001 - pytest's hook signature

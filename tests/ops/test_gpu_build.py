@@ -29,6 +29,8 @@ from ops.build.common import BuildError
 
 from tests.ops.luts import lut_dir
 
+pytestmark = pytest.mark.slow  # the module's CUDA library build: over a minute
+
 REPO = Path(__file__).resolve().parents[2]
 FAST_DEVICE_COMPILE = "--Ofast-compile"  # nvcc's option (`-Ofc`) trading device code speed for compile time
 COMPUTE_OPS = {"AmdnnConv2D": {"table"}, "AmdnnConv2DBackpropInput": {"input_sizes", "table"},

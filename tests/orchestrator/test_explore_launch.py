@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
 from orchestrator.report import sensitivity
 from orchestrator.report.table import collect
 from tests.orchestrator.helpers import PYTHON, REPO, env
@@ -17,6 +19,7 @@ def explore(workdir, *args: str) -> subprocess.CompletedProcess:
                           cwd=REPO, env=env(), capture_output=True, text=True, timeout=900)
 
 
+@pytest.mark.slow
 def test_the_sensitivity_command_trains_its_grid_and_the_report_finds_the_study(workdir):
     done = explore(workdir, "sensitivity", "--layers", "last")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -12,6 +12,7 @@ import signal
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from ops.modes.circuit_errors import circuit_errors
 from ops.modes.integer_tables import read_integer_table
@@ -29,6 +30,7 @@ def _finish(work: Workdir) -> dict:
     return result_of((work.path / "run.log").read_text())
 
 
+@pytest.mark.slow
 def test_integer_cell_trains_and_resumes_bit_identically(tmp_path):
     reference_work = Workdir(tmp_path / "reference")
     reference_work.path.mkdir()

@@ -29,6 +29,7 @@ def _table(out: str, title: str = "Final test accuracy") -> str:
     return "\n".join(lines[start:end])
 
 
+@pytest.mark.slow
 def test_sweep_prints_table_and_rerun_trains_nothing(tmp_path):
     args = ["-m", "model=lenet300,lenet5", "mult=native,am16", "train.epochs=1", "train.batch_size=32"]
     first = launch(tmp_path, *args)
@@ -50,6 +51,7 @@ def test_sweep_prints_table_and_rerun_trains_nothing(tmp_path):
     assert _table(out2) == table and _table(out2, "Against the baseline") == _table(out, "Against the baseline")
 
 
+@pytest.mark.slow
 def test_failed_cell_does_not_stop_the_sweep(tmp_path):
     (tmp_path / "empty").mkdir()
     proc = launch(tmp_path, "-m", "mult=native", "dataset=mnist,digits", f"data_dir={tmp_path / 'empty'}",

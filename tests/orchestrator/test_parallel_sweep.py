@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from orchestrator.common import cellfiles
 from orchestrator.sweep.gpu_pool import FAKE_IDS_VARIABLE, GpuPool
 from orchestrator.sweep.local_launcher import JOB_RESULT
@@ -145,6 +147,7 @@ def test_a_second_ctrl_c_kills_the_cells_without_a_traceback_and_a_doubled_one_d
     assert not any((tmp_path / "again" / f"{i}.json").exists() for i in (0, 1))  # killed before their "checkpoint"
 
 
+@pytest.mark.slow
 def test_launch_runs_cells_side_by_side_on_fake_gpus_and_a_rerun_trains_nothing(tmp_path):
     """`launch.py -m` with two fake GPU ids (AMDNN_FAKE_GPU_IDS=f0,f1) and four cells: LeNet-300-100 x {native, am16}
     on digits (which train) and on an MNIST with no files (which fail in their training process).

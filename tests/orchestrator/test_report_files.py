@@ -21,6 +21,8 @@ from orchestrator.report.summary_run import TAG_SUMMARY, report_experiment
 from orchestrator.tracking.tracker import ENERGY_KEY, FINAL_KEY, POWER_KEY, TAG_CELL, Tracker
 from tests.orchestrator.helpers import PYTHON, REPO, env
 
+pytestmark = pytest.mark.slow  # the module's grid (4 cells of 2 epochs), trained once: over a minute
+
 GRID = ["-m", "model=lenet300", "mult=native,am16", "seed=0,1", "train.epochs=2", "train.batch_size=64",
         "profile_layers=true"]
 

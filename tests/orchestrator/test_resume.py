@@ -56,6 +56,7 @@ def _kill_group(proc) -> None:
     proc.wait(timeout=30)
 
 
+@pytest.mark.slow
 def test_kill_anywhere_then_resume_is_bit_identical(workdir, reference):
     seed = int(os.environ.get("AMDNN_TEST_SEED", time.time_ns() % 10**6))
     rng = random.Random(seed)

@@ -11,6 +11,8 @@ import random
 import subprocess
 import time
 
+import pytest
+
 from tests.orchestrator.helpers import (PYTHON, REPO, Workdir, assert_same_weights, cell_dirs, compose,
                                        deterministic_metrics, env, final_weights, newest_checkpoint_step, result_of,
                                        run_cell_process, run_data, wait_for)
@@ -27,6 +29,7 @@ def _finish(work: Workdir, timeout=300) -> dict:
     return result_of((work.path / "run.log").read_text())
 
 
+@pytest.mark.slow
 def test_torch_cell_killed_twice_resumes_bit_identical(tmp_path):
     reference_work = Workdir(tmp_path / "reference")
     reference_work.path.mkdir()

@@ -20,6 +20,8 @@ import pytest
 from orchestrator.tracking.server_access import server_problem
 from tests.orchestrator.helpers import PYTHON, REPO, env, side_by_side
 
+pytestmark = pytest.mark.slow  # the module's launches against one server, side by side: ~2 minutes
+
 ADMIN, ADMIN_PASSWORD = "admin", "admin-password-for-the-test-9f3"
 USER, PASSWORD = "alice", "alice-password-for-the-test-41c"
 CELLS = ["model=lenet300", "train.epochs=1", "train.batch_size=32", "tracking_patience_s=5"]
