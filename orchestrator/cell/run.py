@@ -29,7 +29,7 @@ from filelock import FileLock, Timeout
 from ops.atomic import write_bytes
 
 from orchestrator.cell.stopping import CellStopped, stop_worker, where_stopped
-from orchestrator.cell.worker import ANSWERS, run
+from orchestrator.cell.worker import ANSWERS, SUPERVISOR_SENDS, run
 from orchestrator.common import cellfiles, paths, permissions
 from orchestrator.common.interrupts import StopSignals
 from orchestrator.config.cell import CellConfig, resolve
@@ -135,6 +135,15 @@ def run_cell(cell: CellConfig | Any, supervise: bool = True) -> CellResult:
         lock.release()
 
 
+SEND_EVERY_S = 2.0  # how often the supervisor sends what its training process queued (the dashboard's delay)
+
+
+def _worker_gone(tracker: Tracker) -> None:
+    """The worker has ended: its send under way finishes, and this process is the queue's one appender again."""
+    tracker.close()
+    tracker.another_appends = False
+
+
 def _worker_env() -> dict:
     env = dict(os.environ)
     root = str(paths.repo_root())
@@ -164,12 +173,17 @@ def _supervise_worker(cell: CellConfig, cell_dir: Path, tracker: Tracker, result
                       signals: StopSignals) -> None:
     limit = cell.retries.crashes
     crashes = 0
+    env = _worker_env()
+    if tracker.sends:  # this process sends the worker's records: MLflow is loaded here already, not there
+        env[SUPERVISOR_SENDS] = "1"
     while True:
         result.attempts += 1
-        proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cell.worker", str(cell_dir)], env=_worker_env())
+        proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cell.worker", str(cell_dir)], env=env)
         started = time.time()
         cellfiles.event(cell_dir, "start", attempt=result.attempts, pid=proc.pid)
         forwarded = False
+        tracker.another_appends = True
+        next_send = 0.0
         while True:
             try:
                 code = proc.wait(timeout=0.2)
@@ -178,18 +192,23 @@ def _supervise_worker(cell: CellConfig, cell_dir: Path, tracker: Tracker, result
                 if _REQUEST.requested and not forwarded:
                     proc.send_signal(signal.SIGUSR1)
                     forwarded = True
+                if time.monotonic() >= next_send:  # what the worker queued reaches the store within SEND_EVERY_S
+                    tracker.flush_background()
+                    next_send = time.monotonic() + SEND_EVERY_S
             except BaseException as stop:  # Ctrl-C or SIGTERM through a handler not ours (a cell process's)
                 status = getattr(stop, "code", None)
                 signals.note(signal.SIGINT if isinstance(stop, KeyboardInterrupt) else
                              status - 128 if isinstance(status, int) and status > 128 else signal.SIGTERM)
             if signals.first is not None:  # do not orphan the worker: it checkpoints at its next step and leaves
                 killed = stop_worker(proc, signals)
+                _worker_gone(tracker)
                 cellfiles.event(cell_dir, "killed", attempt=result.attempts, how=signals.name(), worker_killed=killed)
                 where = where_stopped(cell_dir, started, killed)
                 print(f"[amdnn] {cell.name}: {where}", flush=True)
                 tracker.end("KILLED")
                 tracker.flush(patience_s=5.0, force=True)
                 raise CellStopped(signals.first, where)
+        _worker_gone(tracker)
         if code in ANSWERS:
             result.status = ANSWERS[code]
             return

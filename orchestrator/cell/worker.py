@@ -26,6 +26,7 @@ EXIT_PREEMPTED = 75      # EX_TEMPFAIL: checkpoint written on request; run the c
 EXIT_NAN = 65            # EX_DATAERR: NaN rollbacks exhausted; retrying would do the same
 EXIT_REFUSED = 78        # EX_CONFIG: bad config, missing data, a checkpoint of another cell; retrying cannot help
 ANSWERS = {EXIT_FINISHED: "finished", EXIT_PREEMPTED: "preempted", EXIT_NAN: "failed", EXIT_REFUSED: "failed"}
+SUPERVISOR_SENDS = "AMDNN_SUPERVISOR_SENDS"  # "1": this process only queues its records, run_cell sends them
 
 
 class _Stop:
@@ -48,8 +49,11 @@ def read_config(cell_dir: Path) -> CellConfig:
 
 
 def _tracker(cfg: CellConfig, cell_dir: Path) -> Tracker:
-    return Tracker(cfg.tracking.uri, cfg.tracking.experiment, cfg.identity, cell_dir, run_name=cfg.name,
-                   mode=cfg.tracking.mode)
+    tracker = Tracker(cfg.tracking.uri, cfg.tracking.experiment, cfg.identity, cell_dir, run_name=cfg.name,
+                      mode=cfg.tracking.mode)
+    if os.environ.get(SUPERVISOR_SENDS) == "1":
+        tracker.only_queue()
+    return tracker
 
 
 def run(cell_dir: Path, should_stop, tracker=None, cfg: CellConfig | None = None) -> int:

@@ -66,6 +66,9 @@ class Tracker:
         self.queue = CellQueue(self.cell_dir)
         self.queue_path = self.queue.path
         self._registered = not single_writer
+        # While True another process appends to the queue (the cell's training process, whose records its supervisor
+        # sends): a send then moves the offset and leaves the queue whole, since only the appender may empty it.
+        self.another_appends = False
         self._next_try = 0.0      # monotonic time before which a flush does not even try (after a failure)
         self._backoff = 1.0
         self._io = threading.Lock()        # the queue file: appends vs. emptying it after a send
@@ -123,6 +126,12 @@ class Tracker:
 
     def end(self, status: str) -> None:
         self._append({"op": "end", "status": status})
+
+    def only_queue(self) -> None:
+        """This process only queues; the process that started it sends (orchestrator.cell.run: the supervisor of a
+        cell's training process, which has MLflow loaded already: the training process then never imports it, ~5 CPU
+        seconds of its start)."""
+        self.sends = False
 
     @property
     def run_id(self) -> str | None:
@@ -194,5 +203,8 @@ class Tracker:
             finally:
                 writer.close()
             with self._io:
-                self.queue.compact(offset)
+                if self.another_appends:
+                    self.queue.mark_sent(offset)
+                else:
+                    self.queue.compact(offset)
         return True
