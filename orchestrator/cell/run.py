@@ -109,7 +109,7 @@ def run_cell(cell: CellConfig | Any, supervise: bool = True) -> CellResult:
             result.run_id = tracker.run_id
             return result
         write_bytes(cell_dir / cellfiles.RUN_CONFIG, cell.to_json().encode())  # the worker's config, trusted
-        # params and tags are sent by the worker's first background flush
+        # params and tags go with the first send: this process's while it supervises (_supervise_worker)
         tracker.start({**flatten(cell.as_dict()), **cell.layer_params()}, cell.tags(), launch=cell.tracking.launch)
         if supervise:
             _supervise(cell, cell_dir, tracker, result)
@@ -176,6 +176,8 @@ def _supervise_worker(cell: CellConfig, cell_dir: Path, tracker: Tracker, result
     env = _worker_env()
     if tracker.sends:  # this process sends the worker's records: MLflow is loaded here already, not there
         env[SUPERVISOR_SENDS] = "1"
+    else:  # one exported by whoever started this process is not ours to pass on: nobody here sends
+        env.pop(SUPERVISOR_SENDS, None)
     while True:
         result.attempts += 1
         proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cell.worker", str(cell_dir)], env=env)

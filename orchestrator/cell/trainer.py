@@ -403,7 +403,7 @@ def train(cfg: CellConfig, identity: str, cell_dir: Path, tracker: Tracker,
         state = State()
         run.calibrate()
         run.save(state)  # step 0: a NaN rollback or a crash before the first checkpoint has something to return to
-    tracker.flush_background()  # the run's start record (status RUNNING) goes out while training starts
+    tracker.flush_background()  # the start record (RUNNING) goes out as training starts (supervised: run_cell's)
     run.progress = Progress(cfg, run.epochs, run.spe, state)
     try:
         while state.epoch < run.epochs:

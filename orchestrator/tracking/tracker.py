@@ -44,9 +44,10 @@ def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
 
 
 class Tracker:
-    """The MLflow side of one cell. Only one process uses a cell's tracker at a time (the cell lock sees to it);
-    within it, training appends records while a background thread sends them (`flush_background`), so a slow or
-    locked store (MLflow waits up to 20 s on a locked SQLite file) never holds up a training step.
+    """The MLflow side of one cell. Only one process appends to a cell's queue at a time (the cell lock sees to it);
+    training appends records while a background thread sends them (`flush_background`), so a slow or locked store
+    (MLflow waits up to 20 s on a locked SQLite file) never holds up a training step. Under run_cell's supervision
+    the training process only appends and run_cell sends (`only_queue`, `another_appends`).
 
     How records reach the store depends on the tracking mode (orchestrator.tracking.mode): direct, this process sends
     them; single_writer in a scheduler's job, it never opens the store and only queues (the queue is entered in the
@@ -129,8 +130,8 @@ class Tracker:
 
     def only_queue(self) -> None:
         """This process only queues; the process that started it sends (orchestrator.cell.run: the supervisor of a
-        cell's training process, which has MLflow loaded already: the training process then never imports it, ~5 CPU
-        seconds of its start)."""
+        cell's training process, which has MLflow loaded already: the training process then does not import it, ~5
+        CPU seconds of its start, unless system_metrics=true, whose samplers are MLflow's)."""
         self.sends = False
 
     @property

@@ -124,6 +124,28 @@ def test_16_cells_at_once_on_one_sqlite_store(tmp_path):
         assert data["metrics"]["final_test_accuracy"] == [(EPOCHS * 10, index / 100)]
 
 
+
+def test_a_send_while_another_process_appends_leaves_the_queue_whole(tmp_path):
+    """While the training process appends (another_appends), its supervisor's send moves the queue's offset and
+    leaves the file whole: only the appender may empty it (a truncation between its size check and an append would
+    drop that record). Once the supervisor is the appender again, a send empties the queue."""
+    from orchestrator.tracking.tracker import Tracker
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = Tracker(uri, "amdnn", "0" * 64, tmp_path / "cell", run_name="cell")
+    tracker.start({"seed": "0"}, {"amdnn.model": "m", "amdnn.mult": "x", "amdnn.dataset": "d", "amdnn.seed": "0"})
+    tracker.log_epoch(10, {"epoch": 1, "loss": 0.5})
+    tracker.another_appends = True
+    size = tracker.queue_path.stat().st_size
+    assert tracker.flush(patience_s=60, force=True)
+    assert tracker.queue_path.stat().st_size == size and tracker.queue.sent_offset() == size
+    tracker.log_epoch(20, {"epoch": 2, "loss": 0.25})
+    tracker.another_appends = False
+    assert tracker.flush(patience_s=60, force=True)
+    assert tracker.queue_path.stat().st_size == 0 and tracker.queue.sent_offset() == 0
+    data = run_data(uri, tracker.run_id)
+    assert [(s, v) for s, v in data["metrics"]["loss"]] == [(10, 0.5), (20, 0.25)]
+
 # Installed through PYTHONPATH in the processes of a test: each says at exit whether it loaded MLflow.
 MLFLOW_LOADED_HOOK = """
 import atexit, json, sys
