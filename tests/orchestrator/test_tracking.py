@@ -146,15 +146,6 @@ def test_a_send_while_another_process_appends_leaves_the_queue_whole(tmp_path):
     data = run_data(uri, tracker.run_id)
     assert [(s, v) for s, v in data["metrics"]["loss"]] == [(10, 0.5), (20, 0.25)]
 
-# Installed through PYTHONPATH in the processes of a test: each says at exit whether it loaded MLflow.
-MLFLOW_LOADED_HOOK = """
-import atexit, json, sys
-def _said():
-    with open(LOG, "a") as f:
-        f.write(json.dumps([sys.argv[0], "mlflow" in sys.modules]) + "\\n")
-atexit.register(_said)
-"""
-
 
 @pytest.mark.slow
 def test_training_cells_at_once_on_one_sqlite_store(tmp_path, monkeypatch):
@@ -162,11 +153,12 @@ def test_training_cells_at_once_on_one_sqlite_store(tmp_path, monkeypatch):
     every epoch, the final metrics) under contention. Four: the 16-writer load is the test above's, through the same
     Tracker; 16 trainings cost 330 CPU seconds of the suite's 3,700 on CI's 2 cores, 4 about 85. The training
     processes only queue: their supervisors send, and no training process loads MLflow (~5 CPU s of its start)."""
+    from bench.suite_cpu import HOOK  # each process says at exit what it loaded
     from tests.orchestrator.helpers import result_of, run_cell_process
 
     hook, loaded = tmp_path / "hook", tmp_path / "loaded.jsonl"
     hook.mkdir()
-    (hook / "sitecustomize.py").write_text(MLFLOW_LOADED_HOOK.replace("LOG", repr(str(loaded))))
+    (hook / "sitecustomize.py").write_text(HOOK.replace("LOG", repr(str(loaded))))
     monkeypatch.setenv("PYTHONPATH", str(hook) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     overrides = [f"checkpoint_root={tmp_path / 'ck'}", f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}", *TINY,
                  "train.epochs=1", "tracking_patience_s=120"]
@@ -183,6 +175,6 @@ def test_training_cells_at_once_on_one_sqlite_store(tmp_path, monkeypatch):
         # the 8 of an epoch (native: no kernel paths), the final accuracy, the multiplier's relative energy and power
         assert len(data["metrics"]) == 11 and data["metrics"]["mult_relative_energy"] == [(0, 1.0)]
         assert data["metrics"]["mult_relative_power"] == [(0, 1.0)]
-    workers = [json.loads(line) for line in loaded.read_text().splitlines()]
-    workers = [mlflow for argv0, mlflow in workers if argv0.endswith("worker.py")]
+    processes = [json.loads(line) for line in loaded.read_text().splitlines()]
+    workers = [p["mlflow"] for p in processes if p["argv"][0].endswith("worker.py")]
     assert workers == [False] * TRAINING_CELLS, workers
