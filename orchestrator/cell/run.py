@@ -22,7 +22,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from filelock import FileLock, Timeout
 
@@ -75,12 +75,14 @@ def cell_dir_of(cfg: Any) -> Path:
     return Path((cfg if isinstance(cfg, CellConfig) else resolve(cfg)).cell_dir)
 
 
-def run_cell(cell: CellConfig | Any, supervise: bool = True) -> CellResult:
+def run_cell(cell: CellConfig | Any, supervise: bool = True, tags: Mapping[str, str] | None = None) -> CellResult:
     """Run (or resume, or skip if done) the cell. `cell` is resolved at launch (config.cell.resolve) and trusted here;
     a composed config (DictConfig or mapping, as older callers and the pickles of older jobs pass) is resolved once
     here, and raises ConfigError if invalid. Every other failure is a CellResult with status "failed".
 
     supervise=False trains in this process (no crash retry): for debugging and for tests that patch the trainer.
+    `tags`: more tags for the run, sent with its start (a cluster job's: the ids of the jobs that ran the cell), so
+    that they are in the store before the run's end is.
     """
     cell = cell if isinstance(cell, CellConfig) else resolve(cell)
     permissions.restrict(cell.share_with_group)  # before the cell's folder, store and queue exist
@@ -104,13 +106,16 @@ def run_cell(cell: CellConfig | Any, supervise: bool = True) -> CellResult:
                                                              "defining_config": cell.defining_config()})
         done = cellfiles.read_json(cell_dir / cellfiles.DONE)
         if done and done.get("identity") == identity:
+            if tags:
+                tracker.set_tags(tags)
             tracker.flush(patience_s=patience, force=True)  # records an outage left queued go now
             result.status, result.skipped, result.test_accuracy = "finished", True, done.get("test_accuracy")
             result.run_id = tracker.run_id
             return result
         write_bytes(cell_dir / cellfiles.RUN_CONFIG, cell.to_json().encode())  # the worker's config, trusted
         # params and tags go with the first send: this process's while it supervises (_supervise_worker)
-        tracker.start({**flatten(cell.as_dict()), **cell.layer_params()}, cell.tags(), launch=cell.tracking.launch)
+        tracker.start({**flatten(cell.as_dict()), **cell.layer_params()}, {**cell.tags(), **(tags or {})},
+                      launch=cell.tracking.launch)
         if supervise:
             _supervise(cell, cell_dir, tracker, result)
         else:

@@ -7,10 +7,10 @@ same command run twice (or alongside the resume cron, which takes the same lock)
 
 Inside the job, the same launcher object runs the cell (Hydra's run_job -> launch.py's task function -> run_cell),
 with the scheduler's warnings turned into checkpoint requests (preempt.py), periodic archiving (archive.py), and the
-job ids recorded on the cell's MLflow run (tag amdnn.job_ids). The job's pickle holds the cell's CellConfig resolved
-at launch (JobCell): the job trains it as is, nothing validated again (the executor's parameters least of all), and
-its run is nested under the launch's run (the launch the sweep's callback described: tracking.launches), also when
-the resume cron submits the pickle again.
+job ids recorded on the cell's MLflow run with its start (tag amdnn.job_ids: in the store before the run's end). The
+job's pickle holds the cell's CellConfig resolved at launch (JobCell): the job trains it as is, nothing validated
+again (the executor's parameters least of all), and its run is nested under the launch's run (the launch the sweep's
+callback described: tracking.launches), also when the resume cron submits the pickle again.
 """
 from __future__ import annotations
 
@@ -173,9 +173,12 @@ class ClusterLauncher(BaseSubmititLauncher):
             direct = resolve(cell.get("tracking_mode", "auto"), cell["tracking_uri"]).name == DIRECT
             archiver = Periodic(Path(cell["cell_dir"]), Path(cell["archive_dir"]), cell["archive_every_min"],
                                 cell["tracking_uri"] if direct else None).start()
+        grid = Grid(cell["state_dir"])
         task = self.task_function
-        if isinstance(job, JobCell):  # launch.py's task, with the cell as the launch resolved it (an older job's
-            self.task_function = partial(launch_cell, cell=job.config)  # pickle: its config is resolved in the job)
+        if isinstance(job, JobCell):  # launch.py's task, with the cell as the launch resolved it and the job ids
+            # among the run's start tags, in the store before its end (an older job's pickle: its config is
+            # resolved in the job, and the job tags its run after the cell)
+            self.task_function = partial(launch_cell, cell=job.config, tags=self._job_tags(cell, grid, env.job_id))
         try:
             ret = super().__call__(sweep_overrides, job_dir_key, job_num, job_id, singleton_state)
         finally:
@@ -184,8 +187,7 @@ class ClusterLauncher(BaseSubmititLauncher):
                 archiver.stop()
         result = ret.return_value  # raises the task's exception: the job fails and says why
         status = result.get("status") if isinstance(result, dict) else getattr(result, "status", None)
-        grid = Grid(cell["state_dir"])
-        if status != "busy":
+        if status != "busy" and not isinstance(job, JobCell):
             self._tag_run(cell, grid, env.job_id)
         if status == "preempted" and warnings.warned:
             next_id = continue_job(env, self._EXECUTOR)
@@ -198,15 +200,21 @@ class ClusterLauncher(BaseSubmititLauncher):
             sys.exit(-1)
         return result
 
-    def _tag_run(self, cell: dict, grid: Grid, job_id: str) -> None:
-        """Record every job id that ran the cell on its MLflow run (through the cell's durable tracking queue)."""
+    def _job_tags(self, cell: dict, grid: Grid, job_id: str) -> tp.Dict[str, str]:
+        """Every job id that ran the cell, this one included (the grid record may not list it yet: the launcher
+        records a submission after the scheduler took it, and a job can start first)."""
         record = grid.cell(cell["name"]) or {}
         ids = [j["id"] for j in record.get("jobs", [])]
         ids = ids if job_id in ids else ids + [job_id]
+        return {"amdnn.job_ids": ",".join(ids), "amdnn.scheduler": self._EXECUTOR}
+
+    def _tag_run(self, cell: dict, grid: Grid, job_id: str) -> None:
+        """An older job's pickle (without JobCell): record the job ids on the cell's MLflow run after the cell
+        (through the cell's durable tracking queue)."""
         try:
             tracker = Tracker(cell["tracking_uri"], cell["experiment"], cell["identity"], Path(cell["cell_dir"]),
                               run_name=cell["name"], mode=cell.get("tracking_mode", "auto"))
-            tracker.set_tags({"amdnn.job_ids": ",".join(ids), "amdnn.scheduler": self._EXECUTOR})
+            tracker.set_tags(self._job_tags(cell, grid, job_id))
             tracker.flush(patience_s=10.0, force=True)
         except Exception as e:  # noqa: BLE001 - a missing tag must not fail a trained cell
             log.warning(f"could not tag the MLflow run of {cell['name']} with its job ids: {e}")

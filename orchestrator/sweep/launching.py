@@ -15,7 +15,7 @@ import shutil
 import sys
 import traceback
 from pathlib import Path
-from typing import NoReturn, Sequence
+from typing import Mapping, NoReturn, Sequence
 
 from hydra._internal.utils import get_args_parser
 from hydra.core.hydra_config import HydraConfig
@@ -101,9 +101,10 @@ def _hydra_context() -> tuple[bool, Path | None]:
         return False, None
 
 
-def launch_cell(cfg, cell: CellConfig | None = None) -> dict:
+def launch_cell(cfg, cell: CellConfig | None = None, tags: Mapping[str, str] | None = None) -> dict:
     """Run one cell from a composed config, resolved here once, or from `cell`, resolved at launch (a cluster job's:
-    trusted, `cfg` then unread); print its outcome; return CellResult.to_dict()."""
+    trusted, `cfg` then unread), with more `tags` for its run (run_cell's); print its outcome; return
+    CellResult.to_dict()."""
     multirun, output_dir = _hydra_context()
     try:
         if cell is None:
@@ -113,7 +114,7 @@ def launch_cell(cfg, cell: CellConfig | None = None) -> dict:
                 raise ConfigError(refused)
             if not multirun and cell.cluster.get("scheduler"):
                 _submit_as_sweep_of_one(cell)
-        result = run_cell(cell)
+        result = run_cell(cell, tags=tags)
     except ConfigError as e:
         if not multirun:
             refuse(e)
