@@ -5,7 +5,7 @@
 Runs `bash tests/run.sh` (the README's test command: two workers) with a sitecustomize in the venv's site-packages
 that appends, when each Python process exits, its CPU seconds (user + system, its own, not its children's), its
 arguments, the test that was running (PYTEST_CURRENT_TEST, which subprocesses inherit) and whether it loaded
-TensorFlow, torch or MLflow; the file is removed again however the run ends. The machine's CPU over the run comes
+TensorFlow, torch or MLflow, and which of Keras' optional integrations (models.engines.KERAS_OPTIONAL); the file is removed again however the run ends. The machine's CPU over the run comes
 from /proc/stat, so the table also says what no Python process accounts for: compilers (g++, nvcc), Slurm's
 daemons, chromium, and processes killed by a signal (a SIGKILL skips the exit hook: the cluster tests' killed jobs),
 and the processes of a test that puts its own sitecustomize first on PYTHONPATH (test_tracking.py's MLflow check).
@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from models.engines import KERAS_OPTIONAL
+
 REPO = Path(__file__).resolve().parents[1]
 
 HOOK = '''
@@ -33,7 +35,8 @@ def _amdnn_suite_cpu():
     t = os.times()
     record = {"cpu": round(t.user + t.system, 2), "argv": sys.argv[:4],
               "test": os.environ.get("PYTEST_CURRENT_TEST", ""), "tensorflow": "tensorflow" in sys.modules,
-              "torch": "torch" in sys.modules, "mlflow": "mlflow" in sys.modules}
+              "torch": "torch" in sys.modules, "mlflow": "mlflow" in sys.modules,
+              "keras_optional": [m for m in KERAS_OPTIONAL if m in sys.modules]}
     try:
         fd = os.open(LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         os.write(fd, (json.dumps(record) + "\\n").encode())  # one write: lines of processes exiting together stay whole
@@ -41,7 +44,7 @@ def _amdnn_suite_cpu():
     except OSError:
         pass
 atexit.register(_amdnn_suite_cpu)
-'''
+'''.replace("KERAS_OPTIONAL", repr(KERAS_OPTIONAL))
 
 
 def _site_packages() -> Path:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from models.cuda_probe import PROBE_NOISE, dropping_lines
-from models.engines import EngineError, select
+from models.engines import EngineError, import_keras, select
 from orchestrator.environment import DRIVER_FILE, importable, nvidia_driver_present
 
 
@@ -59,6 +59,7 @@ def start_engine(engine: str, gpus: int | None) -> int:
     quiet = prepare(gpus)
     probe: list[str] = []
     with dropping_lines(PROBE_NOISE, dropped=probe) if quiet else contextlib.nullcontext():
+        import_keras()  # and its framework, through it: first, so that nothing loads Keras' optional integrations
         seen, facts = _STARTS[engine]()
     wanted = gpus or 0
     if seen < wanted:

@@ -64,6 +64,17 @@ def test_import_ops_loads_no_framework(probes):
     assert result.stdout.strip() == "[]"
 
 
+def test_import_keras_leaves_out_its_optional_integrations_which_stay_importable():
+    """models.engines.import_keras: Keras without scikit-learn, matplotlib and pandas (2.1-2.7 CPU s of the import);
+    imported afterwards, pandas loads as usual."""
+    script = ("import sys; from models.engines import KERAS_OPTIONAL, import_keras; keras = import_keras(); "
+              "print([m for m in KERAS_OPTIONAL if m in sys.modules]); import pandas; "
+              "print(pandas.DataFrame({'a': [1, 2]}).shape, keras.backend.backend(), import_keras() is keras)")
+    result = run_python("torch", "-c", script)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split("\n")[:2] == ["[]", "(2, 1) torch True"], result.stdout
+
+
 TRAIN_ON_TORCH = """
 import keras, numpy as np, torch
 from models import build_model, datasets

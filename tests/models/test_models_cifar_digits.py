@@ -1,6 +1,9 @@
 """CIFAR-10 loading from small batches written in the real python-pickle format, digits, and the registry."""
 
 import pickle
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -8,6 +11,7 @@ import pytest
 from models.datasets import DATASETS, CorruptDatasetError, MissingDatasetError, load
 
 BATCH = 6  # images per written batch
+REPO = Path(__file__).resolve().parents[2]
 
 
 def pattern_images(first, n):
@@ -92,6 +96,22 @@ def test_digits_fixed_split_scaled_to_unit_range():
     again = load("digits", "/nonexistent/data/dir/is/not/needed")
     np.testing.assert_array_equal(again.x_test, data.x_test)
     np.testing.assert_array_equal(again.y_train, data.y_train)
+
+
+def test_digits_are_scikit_learns_read_without_importing_it():
+    from sklearn.datasets import load_digits
+
+    from models.datasets.digits import images_and_labels
+
+    images, labels = images_and_labels()
+    bunch = load_digits()
+    np.testing.assert_array_equal(images, bunch.images)
+    np.testing.assert_array_equal(labels, bunch.target)
+    assert images.dtype == bunch.images.dtype and labels.dtype == np.int64
+    # A training process of a digits cell does not pay for scikit-learn's import (~1.4 CPU s).
+    code = "import sys; from models.datasets import load; load('digits'); print('sklearn' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.split() == ["False"], out.stdout + out.stderr
 
 
 def test_registry_names_and_unknown_name():

@@ -152,7 +152,8 @@ def test_training_cells_at_once_on_one_sqlite_store(tmp_path, monkeypatch):
     """Real (tiny) trainings side by side, each a run_cell in its own process: a cell's own writes (its run, params,
     every epoch, the final metrics) under contention. Four: the 16-writer load is the test above's, through the same
     Tracker; 16 trainings cost 330 CPU seconds of the suite's 3,700 on CI's 2 cores, 4 about 85. The training
-    processes only queue: their supervisors send, and no training process loads MLflow (~5 CPU s of its start)."""
+    processes only queue: their supervisors send, and no training process loads MLflow (~5 CPU s of its start), nor
+    scikit-learn or pandas (~1.5 CPU s)."""
     from bench.suite_cpu import HOOK  # each process says at exit what it loaded
     from tests.orchestrator.helpers import result_of, run_cell_process
 
@@ -176,5 +177,8 @@ def test_training_cells_at_once_on_one_sqlite_store(tmp_path, monkeypatch):
         assert len(data["metrics"]) == 11 and data["metrics"]["mult_relative_energy"] == [(0, 1.0)]
         assert data["metrics"]["mult_relative_power"] == [(0, 1.0)]
     processes = [json.loads(line) for line in loaded.read_text().splitlines()]
-    workers = [p["mlflow"] for p in processes if p["argv"][0].endswith("worker.py")]
-    assert workers == [False] * TRAINING_CELLS, workers
+    workers = [p for p in processes if p["argv"][0].endswith("worker.py")]
+    assert [p["mlflow"] for p in workers] == [False] * TRAINING_CELLS, workers
+    # nor scikit-learn or pandas (Keras' optional integrations: models.engines.import_keras; the digits are read
+    # without scikit-learn); matplotlib only for the learning curves a finished cell draws
+    assert all(set(p["keras_optional"]) <= {"matplotlib"} for p in workers), workers
