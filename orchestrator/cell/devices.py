@@ -24,13 +24,13 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
 from models.cuda_probe import PROBE_NOISE, dropping_lines
 from models.engines import EngineError, import_keras, select
-from orchestrator.environment import DRIVER_FILE, importable, nvidia_driver_present
+from orchestrator.cell import engines
+from orchestrator.environment import DRIVER_FILE, nvidia_driver_present
 
 
 class GpusMissing(EngineError):
@@ -60,35 +60,11 @@ def start_engine(engine: str, gpus: int | None) -> int:
     probe: list[str] = []
     with dropping_lines(PROBE_NOISE, dropped=probe) if quiet else contextlib.nullcontext():
         import_keras()  # and its framework, through it: first, so that nothing loads Keras' optional integrations
-        seen, facts = _STARTS[engine]()
+        seen, facts = engines.module(engine).gpus_seen()
     wanted = gpus or 0
     if seen < wanted:
         raise GpusMissing(_missing_message(engine, wanted, seen, facts, probe))
     return seen
-
-
-def _start_tensorflow() -> tuple[int, dict[str, Any]]:
-    import tensorflow as tf  # only the process of a TensorFlow cell loads it
-
-    seen = len(tf.config.list_physical_devices("GPU"))
-    cuda = tf.sysconfig.get_build_info().get("cuda_version")
-    return seen, {"name": "TensorFlow", "version": tf.__version__,
-                  "cuda": cuda if tf.test.is_built_with_cuda() else None,
-                  # the CUDA 12 libraries the Linux wheel loads at run time: tensorflow[and-cuda]'s nvidia-* wheels
-                  "libraries": importable("nvidia.cudnn") and importable("nvidia.cuda_runtime"), "said": []}
-
-
-def _start_torch() -> tuple[int, dict[str, Any]]:
-    import torch  # only the process of a torch cell loads it
-
-    with warnings.catch_warnings(record=True) as said:  # torch warns, once, why CUDA did not initialise
-        warnings.simplefilter("always")
-        seen = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    return seen, {"name": "torch", "version": torch.__version__, "cuda": torch.version.cuda, "libraries": True,
-                  "said": [str(w.message) for w in said]}
-
-
-_STARTS = {"tensorflow": _start_tensorflow, "torch": _start_torch}
 
 
 def _missing_message(engine: str, wanted: int, seen: int, facts: Mapping[str, Any], probe: list[str]) -> str:

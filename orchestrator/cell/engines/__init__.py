@@ -21,6 +21,8 @@ code), so that no caller branches on the engine:
     gpu_name()                        the GPU it trains on, "NAME (xN)" for N of them; None where it sees none
     ops_build(simulated)              the ops build the cell used (its cache folder name), or NATIVE_BUILD
     gpu_facts(simulated)              the CUDA its framework and the ops' GPU kernels were built with; {} without a GPU
+    gpus_seen()                       (how many GPUs the framework sees, what orchestrator.cell.devices says of it
+                                      when they are fewer than asked: name, version, CUDA, libraries, warnings)
 """
 from __future__ import annotations
 

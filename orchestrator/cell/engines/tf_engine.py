@@ -3,6 +3,7 @@ and what a run records of TensorFlow's devices and the ops build it loaded (orch
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import keras
 import numpy as np
@@ -11,6 +12,7 @@ import tensorflow as tf
 import ops
 from models import optim
 from ops.tf_binding.library import library, loaded_build
+from orchestrator.environment import importable
 
 NATIVE_BUILD = "none (mult=native: TensorFlow's own ops)"  # the ops build a cell without a simulated multiplier records
 
@@ -36,6 +38,15 @@ def ops_build(simulated: bool) -> str:
     library()
     info = loaded_build()
     return Path(info.library).parent.name if info else "unknown"
+
+
+def gpus_seen() -> tuple[int, dict[str, Any]]:
+    """How many GPUs TensorFlow sees, and its build (orchestrator.cell.devices' message where they are too few)."""
+    cuda = tf.sysconfig.get_build_info().get("cuda_version")
+    return len(tf.config.list_physical_devices("GPU")), {
+        "name": "TensorFlow", "version": tf.__version__, "cuda": cuda if tf.test.is_built_with_cuda() else None,
+        # the CUDA 12 libraries the Linux wheel loads at run time: tensorflow[and-cuda]'s nvidia-* wheels
+        "libraries": importable("nvidia.cudnn") and importable("nvidia.cuda_runtime"), "said": []}
 
 
 def gpu_facts(simulated: bool) -> dict[str, str]:

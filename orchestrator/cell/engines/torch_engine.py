@@ -21,7 +21,9 @@ What a run records of torch's devices and the ops build it loaded: gpu_name, ops
 from __future__ import annotations
 
 import random
+import warnings
 from pathlib import Path
+from typing import Any
 
 import keras  # the engine's backend was selected (models.engines.select) before this module is imported
 import numpy as np
@@ -82,6 +84,16 @@ def gpu_name() -> str | None:
 def ops_build(simulated: bool) -> str:
     """The ops' PyTorch binding the run used: its cache folder name (CPU target, torch, [CUDA], key)."""
     return Path(load().library).parent.name if simulated else NATIVE_BUILD  # loaded already by the AM layers
+
+
+def gpus_seen() -> tuple[int, dict[str, Any]]:
+    """How many GPUs torch sees, its build, and why CUDA did not start (orchestrator.cell.devices' message where they
+    are too few)."""
+    with warnings.catch_warnings(record=True) as said:  # torch warns, once, why CUDA did not initialise
+        warnings.simplefilter("always")
+        seen = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return seen, {"name": "torch", "version": torch.__version__, "cuda": torch.version.cuda, "libraries": True,
+                  "said": [str(w.message) for w in said]}
 
 
 def gpu_facts(simulated: bool) -> dict[str, str]:
