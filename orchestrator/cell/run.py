@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -149,6 +150,21 @@ def _worker_gone(tracker: Tracker) -> None:
     tracker.another_appends = False
 
 
+def _send_unless_stopped_again(tracker: Tracker, signals: StopSignals) -> None:
+    """A stopped cell's last records (its KILLED end among them) sent, for up to a few seconds more than a send under
+    way takes, unless a second stop signal comes first: then they stay queued, and the next launch of the cell sends
+    them (the queue and the store are whole wherever a send is cut off)."""
+    sender = threading.Thread(target=tracker.flush, kwargs={"patience_s": 5.0, "force": True}, daemon=True,
+                              name="amdnn-tracking-last")
+    sender.start()
+    while sender.is_alive():
+        if signals.again():
+            print(f"[amdnn] stopped again: the cell's last tracking records stay in {tracker.queue_path}; the next "
+                  "launch of the cell sends them", file=sys.stderr, flush=True)
+            return
+        sender.join(0.1)
+
+
 def _worker_env() -> dict:
     env = dict(os.environ)
     root = str(paths.repo_root())
@@ -169,7 +185,8 @@ def _describe_exit(code: int) -> str:
 def _supervise(cell: CellConfig, cell_dir: Path, tracker: Tracker, result: CellResult) -> None:
     """Start the worker; restart it after a crash (bounded); forward checkpoint requests to it. Ctrl-C and SIGTERM,
     where nobody else handles them (cluster jobs turn SIGTERM into a checkpoint request: orchestrator.cluster.preempt),
-    stop it at a checkpoint and raise CellStopped; a second Ctrl-C kills it."""
+    stop it at a checkpoint and raise CellStopped; a second Ctrl-C kills it, or, once it is gone, leaves the cell's
+    last tracking records queued instead of waiting for a slow store."""
     with StopSignals() as signals:
         _supervise_worker(cell, cell_dir, tracker, result, signals)
 
@@ -208,12 +225,15 @@ def _supervise_worker(cell: CellConfig, cell_dir: Path, tracker: Tracker, result
                              status - 128 if isinstance(status, int) and status > 128 else signal.SIGTERM)
             if signals.first is not None:  # do not orphan the worker: it checkpoints at its next step and leaves
                 killed = stop_worker(proc, signals)
-                _worker_gone(tracker)
+                # This process is the queue's one appender again. A send under way is not waited for here (its
+                # records are whole either way: appends and a send's compaction take turns on the tracker's lock),
+                # so the user reads where the cell stopped at once, not after a locked store's ~20-30 s.
+                tracker.another_appends = False
                 cellfiles.event(cell_dir, "killed", attempt=result.attempts, how=signals.name(), worker_killed=killed)
                 where = where_stopped(cell_dir, started, killed)
                 print(f"[amdnn] {cell.name}: {where}", flush=True)
                 tracker.end("KILLED")
-                tracker.flush(patience_s=5.0, force=True)
+                _send_unless_stopped_again(tracker, signals)
                 raise CellStopped(signals.first, where)
         _worker_gone(tracker)
         if code in ANSWERS:
