@@ -2,7 +2,7 @@
 
     python -m bench.suite_cpu [--top N] [pytest arguments]      e.g.  python -m bench.suite_cpu tests/orchestrator
 
-Runs `bash tests/run.sh` (the README's test command: three workers) with a sitecustomize in the venv's site-packages
+Runs `bash tests/run.sh` (the README's test command: two workers) with a sitecustomize in the venv's site-packages
 that appends, when each Python process exits, its CPU seconds (user + system, its own, not its children's), its
 arguments, the test that was running (PYTEST_CURRENT_TEST, which subprocesses inherit) and whether it loaded
 TensorFlow, torch or MLflow, and which of Keras' optional integrations (models.engines.KERAS_OPTIONAL); the file is removed again however the run ends. The machine's CPU over the run comes

@@ -87,7 +87,7 @@ def pytest_xdist_make_scheduler(config, log):
 
 def pytest_collection_modifyitems(config, items):  # noqa: ARG001 - pytest's hook signature
     """On xdist's workers: the units that hold a test marked slow first, then the others, each group by its number of
-    tests, most first; a unit's tests keep their order. The longest units start first so that the workers end
+    tests, most first; a unit's tests keep their order. The longest units start first so that the two workers end
     together: ordered by test count alone, LeNet-5's 2-minute MNIST test (one test) ran last, with one core idle for
     most of the run's last 4 minutes."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):

@@ -22,8 +22,7 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
   fi
 fi
 python3 -m orchestrator.environment --extras test >/dev/null
-# Three workers (pytest-xdist) on CI's 2 cores: the tests wait on schedulers, walltimes and subprocesses. One worker
-# left a third of the cores idle (50 min at 62 % busy; 34 min on two); two left 27 % idle once the training processes
-# imported less (46.0 CPU-minutes in a 31.7-minute run). A folder or file goes to one worker whole (tests/conftest.py).
+# Two workers (pytest-xdist): one alone left a third of CI's 2 cores idle while tests waited on schedulers and
+# subprocesses (50 min at 62 % busy; 34 min on two). A folder or file goes to one worker whole (tests/conftest.py).
 # AMDNN_TEST_WORKERS=0 runs in this process, for a debugger or -x.
-exec .venv/bin/python -m pytest -n "${AMDNN_TEST_WORKERS:-3}" "$@"
+exec .venv/bin/python -m pytest -n "${AMDNN_TEST_WORKERS:-2}" "$@"
