@@ -4,11 +4,11 @@
 
 Runs `bash tests/run.sh` (the README's test command: two workers) with a sitecustomize in the venv's site-packages
 that appends, when each Python process exits, its CPU seconds (user + system, its own, not its children's), its
-arguments, the test that was running (PYTEST_CURRENT_TEST, which subprocesses inherit) and whether it loaded
-TensorFlow, torch or MLflow, and which of Keras' optional integrations (models.engines.KERAS_OPTIONAL); the file is removed again however the run ends. The machine's CPU over the run comes
-from /proc/stat, so the table also says what no Python process accounts for: compilers (g++, nvcc), Slurm's
-daemons, chromium, and processes killed by a signal (a SIGKILL skips the exit hook: the cluster tests' killed jobs),
-and the processes of a test that puts its own sitecustomize first on PYTHONPATH (test_tracking.py's MLflow check).
+arguments, the test that was running (PYTEST_CURRENT_TEST, which subprocesses inherit), whether it loaded
+TensorFlow, torch or MLflow, and which of Keras' optional integrations (models.engines.KERAS_OPTIONAL); the file is
+removed again however the run ends. The machine's CPU over the run comes from /proc/stat, so the table also says
+what no Python process accounts for: compilers (g++, nvcc), Slurm's daemons, chromium, and processes killed by a
+signal (a SIGKILL skips the exit hook: the cluster tests' killed jobs).
 
 The suite is CPU-bound on CI's 2 cores (docs/performance.md, "The test suite on 2 cores"): a test's cost to CI is its
 CPU seconds, most of them in subprocesses, not the seconds pytest's --durations shows for it.

@@ -4,7 +4,7 @@ The split is fixed: the first 80 % of the images (1438) train, the last 20 % (35
 Pixels (0..16) are scaled to [0, 1].
 
 The images are read from the file scikit-learn ships (sklearn/datasets/data/digits.csv.gz: 64 pixels and the label
-a row) without importing scikit-learn, whose import costs a training process ~1.4 CPU s (SciPy's statistics); the
+a row) without importing scikit-learn, whose import costs a training process ~0.9-1.4 CPU s (SciPy's statistics); the
 test compares the arrays with sklearn.datasets.load_digits().
 """
 import importlib.util
