@@ -1,8 +1,8 @@
 """AMDNN models: Keras networks built for a multiplier, the AM layers they use, and the datasets they train on.
 
     models.MODELS / models.names()                      the model names (one list)
-    models.build_model(name, multiplier, input_shape, num_classes, exact_gradients=False, seed=0, layers=None)
-                                                        -> keras.Model (layers: {name: (multiplier, exact_gradients)})
+    models.build_model(name, multiplier, input_shape, num_classes, exact_gradients=False, seed=0, layers=None,
+                       table_gradients=False)       -> keras.Model (layers: {name: (multiplier, exact_gradients)})
     models.layer_rules.resolve(model, default, rules, keep)   per-layer multipliers from rules (no Keras)
     models.convert_model(model, multiplier, exact_gradients=False) -> keras.Model (same weights)
     models.AMConv2D, models.AMDense                     Conv2D / Dense over ops.conv2d / ops.matmul

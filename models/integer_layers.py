@@ -9,15 +9,16 @@ then quantises each batch by its own range). Each training step first updates th
 step sets it; a batch holding a NaN or an infinity leaves it unchanged), then quantises with it; evaluation uses it
 as it stands. `calibrating = True` makes a forward pass widen the range to hold the batch's instead (calibration
 before training: models.integer_calibration). The weights' ranges are their own, per output channel, at every pass.
-The backward pass is the straight-through estimator with exact (acc32) products: `exact_gradients` is accepted, for
-the configs' sake, and changes nothing.
+The backward pass is the straight-through estimator with exact (acc32) products, or with `table_gradients=True` goes
+through the table too (symmetric schemes: int8, uint8_sym; docs/multipliers-spec.md, "Gradients through the table").
+`exact_gradients` is accepted, for the configs' sake, and changes nothing.
 """
 
 import keras
 from keras import ops as K
 
 from ops import keras_integer, keras_ops
-from ops.modes.integer_reference import integer_mode
+from ops.modes.integer_reference import integer_mode, table_gradient_codes
 
 
 def _spatial_arg(values, what):
@@ -30,11 +31,14 @@ def _spatial_arg(values, what):
 class _RangeMixin:
     """The running activation range of an integer layer, and the table as a tensor on the layer's device."""
 
-    def _setup_integer(self, multiplier, exact_gradients):
+    def _setup_integer(self, multiplier, exact_gradients, table_gradients):
         self.mode = integer_mode(multiplier)  # ValueError naming the valid modes or the bad table file
+        if table_gradients:
+            table_gradient_codes(self.mode)  # ValueError for an asymmetric scheme, before any step
         keras_ops.backend()
         self.multiplier = multiplier
         self.exact_gradients = bool(exact_gradients)
+        self.table_gradients = bool(table_gradients)
         self.calibrating = False
         self.supports_jit = False  # a custom op inside: XLA cannot compile it
 
@@ -64,7 +68,8 @@ class _RangeMixin:
         return lo, hi
 
     def get_config(self):
-        return {**super().get_config(), "multiplier": self.multiplier, "exact_gradients": self.exact_gradients}
+        return {**super().get_config(), "multiplier": self.multiplier, "exact_gradients": self.exact_gradients,
+                "table_gradients": self.table_gradients}
 
     def _finish(self, y):
         if self.bias is not None:
@@ -76,9 +81,9 @@ class _RangeMixin:
 class IntConv2D(_RangeMixin, keras.layers.Conv2D):
     """keras.layers.Conv2D through an integer mode (NHWC, kernel HWIO, groups=1)."""
 
-    def __init__(self, filters, kernel_size, multiplier, exact_gradients=False, **kwargs):
+    def __init__(self, filters, kernel_size, multiplier, exact_gradients=False, table_gradients=False, **kwargs):
         super().__init__(filters, kernel_size, **kwargs)
-        self._setup_integer(multiplier, exact_gradients)
+        self._setup_integer(multiplier, exact_gradients, table_gradients)
         if self.data_format != "channels_last" or self.groups != 1 or self.padding not in ("same", "valid"):
             raise ValueError(f"IntConv2D supports data_format='channels_last', groups=1 and padding 'same' or "
                              f"'valid'; got {self.data_format!r}, {self.groups}, {self.padding!r}")
@@ -87,7 +92,8 @@ class IntConv2D(_RangeMixin, keras.layers.Conv2D):
         activation_range = self._input_range(inputs, training)
         y = keras_integer.conv2d(inputs, self.kernel, self.mode, activation_range,
                                  _spatial_arg(self.strides, "strides"), self.padding.upper(),
-                                 _spatial_arg(self.dilation_rate, "dilation_rate"), table=self._table)
+                                 _spatial_arg(self.dilation_rate, "dilation_rate"), table=self._table,
+                                 table_gradients=self.table_gradients)
         return self._finish(y)
 
 
@@ -95,13 +101,14 @@ class IntConv2D(_RangeMixin, keras.layers.Conv2D):
 class IntDense(_RangeMixin, keras.layers.Dense):
     """keras.layers.Dense through an integer mode (inputs [..., in], kernel [in, out])."""
 
-    def __init__(self, units, multiplier, exact_gradients=False, **kwargs):
+    def __init__(self, units, multiplier, exact_gradients=False, table_gradients=False, **kwargs):
         super().__init__(units, **kwargs)
-        self._setup_integer(multiplier, exact_gradients)
+        self._setup_integer(multiplier, exact_gradients, table_gradients)
         if self.lora_rank:
             raise ValueError("IntDense does not support LoRA (lora_rank): its extra products would bypass the "
                              "multiplier")
 
     def call(self, inputs, training=None):
         activation_range = self._input_range(inputs, training)
-        return self._finish(keras_integer.dense(inputs, self.kernel, self.mode, activation_range, table=self._table))
+        return self._finish(keras_integer.dense(inputs, self.kernel, self.mode, activation_range, table=self._table,
+                                                table_gradients=self.table_gradients))

@@ -13,6 +13,7 @@ from typing import Mapping
 
 import keras
 
+import ops
 from models import layers
 
 
@@ -33,6 +34,7 @@ class LayerMaker:
     multiplier: str  # "native" -> Keras layers; any other mode -> AMConv2D / AMDense
     exact_gradients: bool = False  # passed to the AM layers: gradients with exact products instead of the multiplier
     seed: int = 0  # with each layer name, fixes every initial weight
+    table_gradients: bool = False  # the integer layers' (any of them): the backward through the table
     # layer name -> (multiplier, exact_gradients) for the layers that differ from the two above
     layers: Mapping[str, tuple[str, bool]] = dataclasses.field(default_factory=dict)
 
@@ -40,16 +42,20 @@ class LayerMaker:
         """(multiplier, exact_gradients) of the layer `name`."""
         return self.layers.get(name, (self.multiplier, self.exact_gradients))
 
+    def _table_gradients(self, name) -> bool:
+        """Whether layer `name` takes its gradients through the table: asked for, and an integer mode's layer."""
+        return self.table_gradients and ops.parse(self.setting(name)[0]).is_integer
+
     def conv(self, name, filters, kernel_size, strides=1, padding="same", use_bias=True, activation=None,
              initializer="he_normal"):
         return layers.conv2d(
-            *self.setting(name), name=name, filters=filters, kernel_size=kernel_size,
+            *self.setting(name), table_gradients=self._table_gradients(name), name=name, filters=filters, kernel_size=kernel_size,
             strides=strides, padding=padding, use_bias=use_bias, activation=activation,
             kernel_initializer=_seeded(initializer, self.seed, name),
         )
 
     def dense(self, name, units, activation=None, initializer="glorot_uniform"):
         return layers.dense(
-            *self.setting(name), name=name, units=units, activation=activation,
+            *self.setting(name), table_gradients=self._table_gradients(name), name=name, units=units, activation=activation,
             kernel_initializer=_seeded(initializer, self.seed, name),
         )

@@ -105,21 +105,23 @@ class AMDense(keras.layers.Dense):
         return {**super().get_config(), "multiplier": self.multiplier, "exact_gradients": self.exact_gradients}
 
 
-def conv2d(multiplier, exact_gradients=False, **kwargs):
-    """A Conv2D layer for `multiplier`: Keras' own for 'native', IntConv2D for an integer mode, else AMConv2D;
-    kwargs are Conv2D's."""
+def conv2d(multiplier, exact_gradients=False, table_gradients=False, **kwargs):
+    """A Conv2D layer for `multiplier`: Keras' own for 'native', IntConv2D for an integer mode (table_gradients: its
+    backward through the table), else AMConv2D; kwargs are Conv2D's."""
     if multiplier == NATIVE:
         return keras.layers.Conv2D(**kwargs)
     if ops.parse(multiplier).is_integer:
-        return IntConv2D(multiplier=multiplier, exact_gradients=exact_gradients, **kwargs)
+        return IntConv2D(multiplier=multiplier, exact_gradients=exact_gradients, table_gradients=table_gradients,
+                        **kwargs)
     return AMConv2D(multiplier=multiplier, exact_gradients=exact_gradients, **kwargs)
 
 
-def dense(multiplier, exact_gradients=False, **kwargs):
-    """A Dense layer for `multiplier`: Keras' own for 'native', IntDense for an integer mode, else AMDense; kwargs
-    are Dense's."""
+def dense(multiplier, exact_gradients=False, table_gradients=False, **kwargs):
+    """A Dense layer for `multiplier`: Keras' own for 'native', IntDense for an integer mode (table_gradients: its
+    backward through the table), else AMDense; kwargs are Dense's."""
     if multiplier == NATIVE:
         return keras.layers.Dense(**kwargs)
     if ops.parse(multiplier).is_integer:
-        return IntDense(multiplier=multiplier, exact_gradients=exact_gradients, **kwargs)
+        return IntDense(multiplier=multiplier, exact_gradients=exact_gradients, table_gradients=table_gradients,
+                        **kwargs)
     return AMDense(multiplier=multiplier, exact_gradients=exact_gradients, **kwargs)

@@ -24,7 +24,8 @@ def names():
     return list(MODELS)
 
 
-def build_model(name, multiplier, input_shape, num_classes, exact_gradients=False, seed=0, layers=None):
+def build_model(name, multiplier, input_shape, num_classes, exact_gradients=False, seed=0, layers=None,
+                table_gradients=False):
     """Build model `name` for `multiplier` on inputs of `input_shape` (without the batch axis).
 
     `layers` ({layer name: (multiplier, exact_gradients)}, e.g. from models.layer_rules) gives the named
@@ -33,7 +34,8 @@ def build_model(name, multiplier, input_shape, num_classes, exact_gradients=Fals
     "native" gives Keras' own Conv2D/Dense; any other multiplier (ops.names() or "lut:<path>") gives AMConv2D /
     AMDense with the same weight names and layouts. The output is class probabilities (softmax), so the matching
     loss is sparse categorical cross-entropy with from_logits=False. Initial weights depend only on `seed`.
-    Compile a model with AM layers with jit_compile=False (its ops cannot be compiled by XLA).
+    Compile a model with AM layers with jit_compile=False (its ops cannot be compiled by XLA). table_gradients: the
+    integer modes' layers take their gradients through the table (symmetric schemes only).
     """
     # Here, not at the top: these import Keras and TensorFlow, which reading MODELS (every launch) does not need.
     from models import layers as am_layers  # noqa: PLC0415
@@ -54,6 +56,7 @@ def build_model(name, multiplier, input_shape, num_classes, exact_gradients=Fals
     if not input_shape or min(input_shape) < 1:
         raise ValueError(f"input_shape must be positive sizes without the batch axis, e.g. (28, 28, 1); "
                          f"got {input_shape}")
-    maker = LayerMaker(multiplier=multiplier, exact_gradients=bool(exact_gradients), seed=int(seed), layers=own)
+    maker = LayerMaker(multiplier=multiplier, exact_gradients=bool(exact_gradients), seed=int(seed), layers=own,
+                       table_gradients=bool(table_gradients))
     module, builder, arguments = MODELS[name]
     return getattr(importlib.import_module(module), builder)(*arguments, maker, input_shape, num_classes)

@@ -2,12 +2,14 @@
 
     conv2d(x, kernel, mode, activation_range, strides, padding, dilations, scheme=None)   NHWC x, HWIO kernel
     dense(x, kernel, mode, activation_range, scheme=None)                                  [..., K] x [K, N]
+        (either with table_gradients=True: the backward through the table, conv2d_table_gradients)
     tensor_range(x), update_running_range(running, batch)                                 the activation range
 
 The section "Integer modes (8-bit, table products)" of docs/multipliers-spec.md, step for step: ranges, scales and
 zero points, the quantiser, the forward through the compiled op on the codes (ops.keras_ops.int_conv2d_codes:
 table products, exact integer sums, rescale) and the straight-through gradient through `acc32`'s products (the
-conv's gradient kernels; Dense's matmuls), masked where the quantiser clamped. ops/modes/integer_reference.py is
+conv's gradient kernels; Dense's matmuls), masked where the quantiser clamped, or with table_gradients the
+section's "Gradients through the table" as two more runs of the op on codes. ops/modes/integer_reference.py is
 the numpy reference it is tested against.
 Every fp32 operation is one Keras op (one rounding: no op here fuses a multiply and an add), rounding to an integer
 is keras.ops.round (ties to even on both backends, as the spec's rint), and subnormal inputs are flushed first, so
@@ -21,7 +23,9 @@ import numpy as np
 from keras import ops as K
 
 from ops import keras_ops
-from ops.modes.integer_reference import MOMENTUM, SMALLEST_NORMAL, CodeSpace, IntegerMode, code_space
+from ops.modes.integer_reference import (MOMENTUM, SMALLEST_NORMAL, CodeSpace, IntegerMode, code_space,
+                                         table_gradient_codes)
+from ops.modes.reference import output_size
 
 _GRADIENT_MODE = "acc32"  # the straight-through gradient's products (the spec's "Gradients")
 # (value's fp32 bytes, device) -> the 0-d float32 tensor of _scalar on the torch backend.
@@ -116,7 +120,7 @@ def _as_bytes(q):
 def _quantised_step(x, kernel, codes: CodeSpace, activation_range, forward):
     """The layer's forward on x and a kernel whose last axis is the output channels: scales, codes and rescale;
     forward(x_bytes, w_bytes, zero_a, zero_w, rescale) runs the table op. Returns y and what the gradients read:
-    the dequantised operands x', w' and the straight-through masks."""
+    a _Quantised."""
     s_a, z_a = scales(*activation_range, codes)
     s_w, z_w = scales(*tensor_range(kernel, per_channel=True), codes)
     # fl32(s_a x s_w[c]), flushed; NaN where x or channel c of the kernel holds a NaN or an infinity (spec, Outputs).
@@ -130,15 +134,29 @@ def _quantised_step(x, kernel, codes: CodeSpace, activation_range, forward):
     q_w, mask_w = quantise(kernel, s_w, z_w, codes)
     y = forward(_as_bytes(q_x), _as_bytes(q_w), K.reshape(K.cast(z_a, "int32"), (1,)), K.cast(z_w, "int32"),
                 rescale)
-    # x' = fl32((q - z) x s): |q - z| < 2^9, one rounding; computed when the gradient is, not at every forward
-    dequantised = lambda: (K.multiply(K.subtract(q_x, z_a), s_a), K.multiply(K.subtract(q_w, z_w), s_w))
-    return y, dequantised, mask_x, mask_w
+    return y, _Quantised(q_x, s_a, z_a, q_w, s_w, z_w, mask_x, mask_w)
 
 
-def _layer_setup(mode: IntegerMode, scheme, table, activation_range):
+class _Quantised:
+    """What a layer's gradients read of its forward: the codes (float32), scales and zero points of x and w, and the
+    straight-through masks."""
+
+    def __init__(self, q_x, s_a, z_a, q_w, s_w, z_w, mask_x, mask_w):
+        self.q_x, self.s_a, self.z_a, self.q_w, self.s_w, self.z_w = q_x, s_a, z_a, q_w, s_w, z_w
+        self.mask_x, self.mask_w = mask_x, mask_w
+
+    def dequantised(self):
+        """x' = fl32((q - z) x s), w' likewise: |q - z| < 2^9, one rounding; computed when the gradient is, not at
+        every forward."""
+        return (K.multiply(K.subtract(self.q_x, self.z_a), self.s_a),
+                K.multiply(K.subtract(self.q_w, self.z_w), self.s_w))
+
+
+def _layer_setup(mode: IntegerMode, scheme, table, activation_range, table_gradients: bool):
     """What conv2d and dense read before their step: the codes, the table as a tensor (table_entries when the layer
-    passes none), the activation range cut from the gradient, and whether the codes are signed."""
-    codes = code_space(mode, scheme)
+    passes none), the activation range cut from the gradient, and whether the codes are signed. Table gradients
+    need a symmetric scheme (ValueError otherwise)."""
+    codes = table_gradient_codes(mode, scheme) if table_gradients else code_space(mode, scheme)
     if table is None:
         table = K.convert_to_tensor(table_entries(mode))
     lo, hi = (K.stop_gradient(K.cast(bound, "float32")) for bound in activation_range)
@@ -168,36 +186,41 @@ def _with_gradient(x, kernel, step):
 
 
 def conv2d(x, kernel, mode: IntegerMode, activation_range, strides, padding: str, dilations, scheme=None,
-           table=None):
+           table=None, table_gradients=False):
     """NHWC x conv HWIO kernel under the integer mode: float32 [N, Ho, Wo, O] without bias. activation_range (lo,
     hi) quantises x (the layer's running range, or the batch's own); the kernel's range is its own, per output
-    channel. `table` is the mode's entries as a tensor on x's device (table_entries, made once by the layer)."""
-    codes, table, activation_range, signed = _layer_setup(mode, scheme, table, activation_range)
+    channel. `table` is the mode's entries as a tensor on x's device (table_entries, made once by the layer).
+    table_gradients: the backward through the table too (conv2d_table_gradients), else straight-through."""
+    codes, table, activation_range, signed = _layer_setup(mode, scheme, table, activation_range, table_gradients)
 
     def step(x, kernel):
         forward = lambda xb, wb, z_a, z_w, rescale: keras_ops.int_conv2d_codes(
             xb, wb, table, z_a, z_w, rescale, signed, strides, padding, dilations)
-        y, dequantised, mask_x, mask_w = _quantised_step(x, kernel, codes, activation_range, forward)
+        y, q = _quantised_step(x, kernel, codes, activation_range, forward)
 
-        def gradients(upstream):  # acc32's conv gradients: dx through w', dw through x'
-            x_hat, w_hat = dequantised()
+        def gradients(upstream):
+            if table_gradients:
+                dx, dw = conv2d_table_gradients(x, kernel, upstream, q, codes, table, strides, padding, dilations)
+                return _masked(dx, dw, q.mask_x, q.mask_w)
+            # acc32's conv gradients: dx through w', dw through x'
+            x_hat, w_hat = q.dequantised()
             dx = keras_ops.conv2d_backprop_input(K.shape(x), w_hat, upstream, strides, padding, dilations,
                                                  _GRADIENT_MODE)
             dw = keras_ops.conv2d_backprop_filter(x_hat, K.shape(kernel), upstream, strides, padding, dilations,
                                                   _GRADIENT_MODE)
-            return _masked(dx, dw, mask_x, mask_w)
+            return _masked(dx, dw, q.mask_x, q.mask_w)
 
         return y, gradients
 
     return _with_gradient(x, kernel, step)
 
 
-def dense(x, kernel, mode: IntegerMode, activation_range, scheme=None, table=None):
+def dense(x, kernel, mode: IntegerMode, activation_range, scheme=None, table=None, table_gradients=False):
     """x [..., K] times kernel [K, N] under the integer mode. The forward is the 1 x 1 conv of a 1 x 1 image per
-    row; the gradients are acc32's matmuls, dx = dy w'^T and dw = x'^T dy: the same products and sums as the conv's
-    gradient kernels (the spec's), about 5x faster on a 1 x 1 image (784 -> 300 at batch 128: 2.8 against 15 ms on
-    2 AVX2 cores)."""
-    codes, table, activation_range, signed = _layer_setup(mode, scheme, table, activation_range)
+    row; the straight-through gradients are acc32's matmuls, dx = dy w'^T and dw = x'^T dy: the same products and
+    sums as the conv's gradient kernels (the spec's), about 5x faster on a 1 x 1 image (784 -> 300 at batch 128: 2.8
+    against 15 ms on 2 AVX2 cores). table_gradients: the 1 x 1 conv's gradients through the table."""
+    codes, table, activation_range, signed = _layer_setup(mode, scheme, table, activation_range, table_gradients)
     n_in, n_out = K.shape(kernel)[-2], K.shape(kernel)[-1]
     rows = K.reshape(x, (-1, n_in))
 
@@ -205,15 +228,101 @@ def dense(x, kernel, mode: IntegerMode, activation_range, scheme=None, table=Non
         forward = lambda xb, wb, z_a, z_w, rescale: K.reshape(keras_ops.int_conv2d_codes(
             K.reshape(xb, (-1, 1, 1, n_in)), K.reshape(wb, (1, 1, n_in, n_out)), table, z_a, z_w, rescale, signed,
             1, "VALID", 1), (-1, n_out))
-        y, dequantised, mask_x, mask_w = _quantised_step(rows, kernel, codes, activation_range, forward)
+        y, q = _quantised_step(rows, kernel, codes, activation_range, forward)
 
         def gradients(upstream):
-            x_hat, w_hat = dequantised()
+            if table_gradients:
+                image = lambda t: K.reshape(t, (-1, 1, 1, K.shape(t)[-1]))
+                as_conv = _Quantised(image(q.q_x), q.s_a, q.z_a, K.reshape(q.q_w, (1, 1, n_in, n_out)), q.s_w,
+                                     q.z_w, q.mask_x, q.mask_w)
+                dx, dw = conv2d_table_gradients(image(rows), K.reshape(kernel, (1, 1, n_in, n_out)),
+                                                image(upstream), as_conv, codes, table, 1, "VALID", 1)
+                return _masked(K.reshape(dx, (-1, n_in)), K.reshape(dw, (n_in, n_out)), q.mask_x, q.mask_w)
+            x_hat, w_hat = q.dequantised()
             dx = keras_ops.matmul(upstream, K.transpose(w_hat), _GRADIENT_MODE, exact_gradients=False)
             dw = keras_ops.matmul(K.transpose(x_hat), upstream, _GRADIENT_MODE, exact_gradients=False)
-            return _masked(dx, dw, mask_x, mask_w)
+            return _masked(dx, dw, q.mask_x, q.mask_w)
 
         return y, gradients
 
     y = _with_gradient(rows, kernel, step)
     return K.reshape(y, (*K.shape(x)[:-1], n_out))
+
+
+# ------------------------------------------------------------------------------------- backward through the table
+
+
+def _pair(value) -> tuple[int, int]:
+    return (int(value), int(value)) if np.isscalar(value) else tuple(int(v) for v in value)
+
+
+def _gradient_codes(t, codes: CodeSpace):
+    """A gradient tensor's float32 codes per tensor by its own range, and its scale (the zero point is the scheme's
+    constant: symmetric schemes only)."""
+    s, z = scales(*tensor_range(t), codes)
+    return quantise(t, s, z, codes)[0], s
+
+
+def _upsampled(q, stride: int, axis: int, fill):
+    """q with stride - 1 codes `fill` between its elements along `axis` (1 or 2 of NHWC): [.., (n - 1) s + 1, ..]."""
+    if stride == 1:
+        return q
+    n = q.shape[axis]
+    filler = K.repeat(K.add(K.zeros_like(K.expand_dims(q, axis + 1)), fill), stride - 1, axis=axis + 1)
+    joined = K.concatenate([K.expand_dims(q, axis + 1), filler], axis=axis + 1)
+    shape = [-1, *q.shape[1:]]
+    shape[axis] = n * stride
+    joined = K.reshape(joined, shape)
+    return joined[:, :(n - 1) * stride + 1] if axis == 1 else joined[:, :, :(n - 1) * stride + 1]
+
+
+def _padded(q, before: tuple[int, int], after: tuple[int, int], fill: float):
+    """q [N, H, W, C] with `before`/`after` rows and columns of codes `fill` on each side (a negative count crops)."""
+    q = q[:, max(0, -before[0]):q.shape[1] - max(0, -after[0]), max(0, -before[1]):q.shape[2] - max(0, -after[1])]
+    widths = [[0, 0], [max(0, before[0]), max(0, after[0])], [max(0, before[1]), max(0, after[1])], [0, 0]]
+    return K.pad(q, widths, constant_values=fill) if any(max(w) for w in widths) else q
+
+
+def _zeros(length, z):
+    """int32 [length] holding the zero point z (a float32 scalar tensor: the scheme's, every operand's)."""
+    return K.broadcast_to(K.reshape(K.cast(z, "int32"), (1,)), (length,))
+
+
+def conv2d_table_gradients(x, kernel, dy, q: _Quantised, codes: CodeSpace, table, strides, padding: str, dilations):
+    """(dx, dw) through the table (the spec's "Gradients through the table", before the masks), as two runs of the
+    forward's op on codes: dw is the conv of x's codes (the forward's padding z_a made explicit, transposed to
+    [C_in, H, W, N]) by dy's codes ([Ho, Wo, N, C_out]) with the strides and dilations swapped; dx the conv of g's codes
+    upsampled by the strides and padded with z_g (a transposed conv) by w's codes turned around ([kh, kw, C_out, C_in],
+    flipped). Each sum is exact, so this is the reference's every bit."""
+    (sh, sw), (dh, dw_) = _pair(strides), _pair(dilations)
+    kh, kw, cin, cout = kernel.shape
+    (h, w), (ho, wo) = x.shape[1:3], dy.shape[1:3]
+    (_, top), (_, left) = (output_size(h, kh, sh, dh, padding), output_size(w, kw, sw, dw_, padding))
+    signed = codes.kind == "signed"
+    z = 0.0 if signed else 128.0  # the symmetric schemes' zero point, of every operand
+    nan = scalar(float("nan"), dy)
+    finite = lambda *ts: K.all(K.stack([all_finite(t) for t in ts]))
+
+    # dw[kh, kw, ci, co] = sum over (n, ho, wo) of T[x code at the tap, dy code]
+    d_codes, s_dy = _gradient_codes(dy, codes)
+    bottom, right = ((ho - 1) * sh + (kh - 1) * dh + 1 - h - top, (wo - 1) * sw + (kw - 1) * dw_ + 1 - w - left)
+    x_codes = K.transpose(_padded(q.q_x, (top, left), (max(0, bottom), max(0, right)), z), (3, 1, 2, 0))
+    rescale = K.multiply(q.s_a, s_dy)  # fl32(s_a x s_dy), flushed as the forward's
+    rescale = K.where(K.less(rescale, scalar(SMALLEST_NORMAL, rescale)), K.zeros_like(rescale), rescale)
+    rescale = K.where(finite(x, dy), K.broadcast_to(K.reshape(rescale, (1,)), (cout,)), nan)
+    dw = keras_ops.int_conv2d_codes(_as_bytes(x_codes), _as_bytes(K.transpose(d_codes, (1, 2, 0, 3))), table,
+                                    _zeros(1, q.z_a), _zeros(cout, q.z_a), rescale, signed, (dh, dw_), "VALID",
+                                    (sh, sw))
+    dw = K.transpose(dw[:, :kh, :kw], (1, 2, 0, 3))
+
+    # dx[n, hi, wi, ci] = sum over (kh, kw, co) of T[g code at (hi + top - kh dh) / sh, .., w code]
+    g_codes, s_g = _gradient_codes(K.multiply(_flushed(dy), q.s_w), codes)
+    up = _upsampled(_upsampled(g_codes, sh, 1, scalar(z, dy)), sw, 2, scalar(z, dy))
+    before = ((kh - 1) * dh - top, (kw - 1) * dw_ - left)
+    after = (h + (kh - 1) * dh - before[0] - up.shape[1], w + (kw - 1) * dw_ - before[1] - up.shape[2])
+    turned = K.flip(K.flip(K.transpose(q.q_w, (0, 1, 3, 2)), axis=0), axis=1)  # [kh, kw, C_out, C_in]
+    rescale = K.where(finite(dy, kernel), K.broadcast_to(K.reshape(s_g, (1,)), (cin,)), nan)
+    dx = keras_ops.int_conv2d_codes(_as_bytes(_padded(up, before, after, z)), _as_bytes(turned), table,
+                                    _zeros(1, q.z_a), _zeros(cin, q.z_a), rescale, signed, 1, "VALID",
+                                    (dh, dw_))
+    return dx, dw

@@ -56,7 +56,7 @@ def build(cell: CellConfig, weights: Mapping[str, np.ndarray]):
     spec = get_spec(cell.dataset.name)
     model = build_model(cell.model.name, cell.mult.spec, spec.input_shape, spec.num_classes,
                         exact_gradients=cell.mult.exact_gradients, seed=cell.seed,
-                        layers=cell.mult.layer_multipliers())
+                        layers=cell.mult.layer_multipliers(), table_gradients=cell.mult.table_gradients)
     missing = [v.path for v in model.variables if v.path not in weights]
     extra = sorted(set(weights) - {v.path for v in model.variables})
     if missing or extra:

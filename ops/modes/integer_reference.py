@@ -341,3 +341,77 @@ def conv2d_backward(x, w, dy, mode: IntegerMode, scheme: str | None = None, stri
     dx = reference.conv2d_backprop_input(x.shape, w_hat, dy, strides, padding, dilations, "acc32")
     dw = reference.conv2d_backprop_filter(x_hat, w_hat.shape, dy, strides, padding, dilations, "acc32")
     return np.where(mask_x, dx, 0.0), np.where(mask_w, dw, 0.0)
+
+
+# ------------------------------------------------------------------------------------- backward through the table
+
+
+def _gradient_codes(t, codes: CodeSpace) -> tuple[np.ndarray, np.float32, np.int64]:
+    """A gradient tensor's codes per tensor with its own range: (codes, s, z)."""
+    scale, zero = scales_from_range(*tensor_range(t), codes)
+    return quantise(t, scale, zero, codes), scale[()], zero[()]
+
+
+def table_gradient_codes(mode: IntegerMode, scheme: str | None = None) -> CodeSpace:
+    """The codes of the table gradients: the mode's under `scheme`, which must be symmetric (one zero point for every
+    weight channel; the spec's "Gradients through the table"); ValueError otherwise."""
+    codes = code_space(mode, scheme)
+    if codes.scheme != "symmetric":
+        raise ValueError(f"gradients through the table need a symmetric scheme (int8, uint8_sym): under "
+                         f"{mode.name!r}'s {codes.scheme} scheme the weights' zero points differ from channel to "
+                         f"channel, and dx sums over the channels")
+    return codes
+
+
+def conv2d_table_backward(x, w, dy, mode: IntegerMode, scheme: str | None = None, strides=1, padding="SAME",
+                          dilations=1, activation_range=None) -> tuple[np.ndarray, np.ndarray]:
+    """The gradients through the table (dx, dw) of conv2d_forward, the spec's "Gradients through the table":
+
+    dw[kh, kw, ci, co] = rescale(sum over the forward's taps (n, ho, wo) of T[x code, dy code] with the zero-point
+    terms, s_a x s_dy), dy's codes per tensor by its own range; dx = rescale(the transposed convolution of g's codes,
+    g = fl32(dy x s_w[co]) per tensor by its own range, with w's codes, s_g x 1): every tap (kh, kw, co) of every input
+    pixel is a product T[g code, w code], the taps that fall between dy's strides or outside dy being g's zero point;
+    both masked as the straight-through gradients. Symmetric schemes only (table_gradient_codes)."""
+    codes = table_gradient_codes(mode, scheme)
+    x, w, dy = (np.asarray(v, np.float32) for v in (x, w, dy))
+    q = quantise_operands(x, w, codes, activation_range)
+    (sh, sw), (dh, dw_) = _axis_pair(strides, "strides"), _axis_pair(dilations, "dilations")
+    kh, kw, cin, cout = w.shape
+    # dw: the forward's im2col patches of x's codes (padding z_a) against dy's codes, k = the output pixels
+    d_codes, s_dy, z_dy = _gradient_codes(dy, codes)
+    patches = im2col(q.codes_a, (kh, kw), strides, padding, dilations, fill=q.zero_a).reshape(-1, kh * kw * cin)
+    acc = accumulate(np.ascontiguousarray(patches.T), q.zero_a, d_codes.reshape(-1, cout),
+                     np.full(cout, z_dy), mode.table)
+    dw = rescale(acc, q.scale_a, np.full(cout, s_dy, np.float32)).reshape(w.shape)
+    # dx: input pixel (hi, wi) takes tap (kh, kw) from dy's row (hi + pad_top - kh d) / s where that divides
+    g = fl32(_as_fp32_input(dy).astype(np.float64) * q.scale_w.astype(np.float64))
+    g_codes, s_g, z_g = _gradient_codes(g, codes)
+    rows, cols = [], []
+    for size, out, kernel, stride, dilation in ((x.shape[1], dy.shape[1], kh, sh, dh),
+                                                 (x.shape[2], dy.shape[2], kw, sw, dw_)):
+        _, before = reference.output_size(size, kernel, stride, dilation, padding)
+        source = np.arange(size)[:, None] + before - np.arange(kernel)[None, :] * dilation  # [size, kernel]
+        exists = (source % stride == 0) & (source >= 0) & (source // stride < out)
+        rows.append(np.where(exists, source // stride, -1))
+    (rows, cols) = rows
+    gathered = g_codes[:, np.clip(rows, 0, None)[:, None, :, None], np.clip(cols, 0, None)[None, :, None, :], :]
+    exists = ((rows >= 0)[:, None, :, None] & (cols >= 0)[None, :, None, :])[None, ..., None]
+    taps = np.where(exists, gathered, z_g)  # [N, H, W, kh, kw, cout]
+    acc = accumulate(taps.reshape(-1, kh * kw * cout), z_g,
+                     np.ascontiguousarray(q.codes_w.transpose(0, 1, 3, 2)).reshape(-1, cin),
+                     np.broadcast_to(q.zero_w[:1], (cin,)), mode.table)
+    dx = rescale(acc, s_g, np.ones(cin, np.float32)).reshape(x.shape)
+    finite = lambda *ts: all(np.isfinite(t).all() for t in ts)
+    dx = np.where(finite(dy, w), dx, np.float32(np.nan))
+    dw = np.where(finite(x, dy), dw, np.float32(np.nan))
+    return (np.where(in_range(x, q.scale_a, q.zero_a, codes), dx, np.float32(0)).astype(np.float32),
+            np.where(in_range(w, q.scale_w, q.zero_w, codes), dw, np.float32(0)).astype(np.float32))
+
+
+def dense_table_backward(x, w, dy, mode: IntegerMode, scheme: str | None = None,
+                         activation_range=None) -> tuple[np.ndarray, np.ndarray]:
+    """The gradients through the table (dx, dw) of dense_forward: conv2d_table_backward's of one 1 x 1 image a row."""
+    x, w, dy = (np.asarray(v, np.float32) for v in (x, w, dy))
+    dx, dw = conv2d_table_backward(x[:, None, None, :], w[None, None], dy[:, None, None, :], mode, scheme,
+                                   padding="VALID", activation_range=activation_range)
+    return dx.reshape(x.shape), dw.reshape(w.shape)

@@ -158,7 +158,7 @@ class _Run:
         self.spe = datasets.steps_per_epoch(self.data, self.batch_size)
         self.model = build_model(cfg.model.name, cfg.mult.spec, self.data.input_shape, self.data.num_classes,
                                  exact_gradients=cfg.mult.exact_gradients, seed=self.seed,
-                                 layers=cfg.mult.layer_multipliers())
+                                 layers=cfg.mult.layer_multipliers(), table_gradients=cfg.mult.table_gradients)
         self.optimizer = optim.make_optimizer(self.train_cfg)
         self.optimizer.build(self.model.trainable_variables)
         self.expect = {"identity": identity, "model": cfg.model.name, "mult": cfg.mult.name,

@@ -46,6 +46,7 @@ class MultConfig:
     label: str                     # as the results table names it: the mode, or lut:<table file name>
     table: str | None = None       # lut only: the table file as configured
     exact_gradients: bool = False  # true: only the forward pass is approximate
+    table_gradients: bool = False  # integer modes: the backward's products through the table too
     # The layers whose multiplier is not the above (mult.keep, mult.layers resolved): layer name -> {"spec",
     # "exact_gradients"}; empty without rules (and in the configs of jobs submitted before rules existed).
     layers: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=lambda: FrozenMapping({}))
@@ -220,6 +221,7 @@ def resolve(cfg: Any) -> CellConfig:
         model=ModelConfig(name=str(c["model"]["name"])),
         mult=MultConfig(name=str(mult["name"]), spec=mult_spec(c), label=mult_label(c), table=mult.get("table"),
                         exact_gradients=bool(mult.get("exact_gradients", False)),
+                        table_gradients=bool(mult.get("table_gradients", False)),
                         layers=_freeze({name: {"spec": s.spec, "exact_gradients": s.exact_gradients}
                                         for name, s in changed_layers(c).items()})),
         dataset=DatasetConfig(name=str(c["dataset"]["name"]), augment=bool(c["dataset"].get("augment", False))),

@@ -57,6 +57,8 @@ def defining_config(cfg: Any) -> dict:
     mult = dict(out["mult"])
     table = mult.pop("table", None)
     mult.pop("keep", None), mult.pop("layers", None)
+    if not mult.get("table_gradients"):  # false, or a config from before the key: the cells of before
+        mult.pop("table_gradients", None)
     if mult.get("name") in TABLE_NAMES and table not in (None, ""):
         mult["table_sha256"] = _file_sha256(table)
     layers = changed_layers(c)

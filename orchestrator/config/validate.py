@@ -21,6 +21,7 @@ from models import layer_rules
 from models.engines import ENGINES
 from ops.build import cache_root, source_hash
 from ops.build.cuda import HOW_TO_BUILD, cached_builds, find_nvcc
+from ops.modes.integer_names import KIND_AND_SCHEME
 from ops.modes.multipliers import LUT_NAME, TABLE_NAMES, compose, integer_names
 
 from orchestrator.common import paths
@@ -114,6 +115,36 @@ def changed_layers(cfg: Mapping[str, Any]) -> dict[str, layer_rules.Setting]:
     return layer_rules.changed(layer_settings(cfg), default_setting(cfg))
 
 
+def _check_table_gradients(c: Mapping[str, Any], errors: list[str]) -> None:
+    """mult.table_gradients: true or false; true only where the cell's layers run integer modes, all of a symmetric
+    scheme (dx sums over the weights' channels: one zero point for all), and the backward is not asked to be exact."""
+    mult = c.get("mult") if isinstance(c.get("mult"), Mapping) else {}
+    value = mult.get("table_gradients", False)  # absent in configs from before the key
+    if not isinstance(value, bool):
+        errors.append(f"mult.table_gradients={value!r} must be true or false")
+        return
+    if not value:
+        return
+    if mult.get("exact_gradients"):
+        errors.append("mult.table_gradients=true and mult.exact_gradients=true contradict each other: the backward "
+                      "through the table, or with exact products; pick one")
+    try:
+        specs = {s.spec for s in layer_settings(c).values()} if has_layer_rules(c) else {mult_spec(c)}
+        integer = {spec for spec in specs if ops.parse(spec).is_integer}
+    except (ValueError, OSError, KeyError, TypeError):
+        return  # the multiplier's own check reports it
+    if not integer:
+        errors.append(f"mult.table_gradients=true applies to the integer modes ({', '.join(integer_names())}); "
+                      f"this cell has none")
+    asymmetric = sorted({spec.partition(":")[0] for spec in integer
+                         if KIND_AND_SCHEME[spec.partition(":")[0]][1] != "symmetric"})
+    if asymmetric:
+        symmetric = [name for name, (_, scheme) in KIND_AND_SCHEME.items() if scheme == "symmetric"]
+        errors.append(f"mult.table_gradients=true needs symmetric codes: {', '.join(asymmetric)} is asymmetric "
+                      f"(its weights' zero points differ from channel to channel, and dx sums over the channels); "
+                      f"use {' or '.join(symmetric)}")
+
+
 def validate(cfg: Any) -> dict:
     """Check a cell config; return it as a plain dict, or raise ConfigError listing every problem."""
     c = to_dict(cfg)
@@ -163,6 +194,7 @@ def validate(cfg: Any) -> dict:
             layer_settings(c)
         except layer_rules.RuleError as e:
             errors.extend(e.problems)
+    _check_table_gradients(c, errors)
     choice("train.optimizer.name", sorted(optim.OPTIMIZERS), "train.optimizer.name=NAME")
     choice("train.schedule.name", sorted(optim.SCHEDULES), "train.schedule.name=NAME")
     for path, low, kind in [("train.epochs", 1, int), ("train.batch_size", 1, int), ("seed", 0, int),

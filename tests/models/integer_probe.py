@@ -5,8 +5,9 @@
 Every weight and input is drawn from numpy with fixed seeds, so tests/models/test_integer_layers.py can recompute
 each result with ops/modes/integer_reference and compare the backends: an IntConv2D under an unsigned EvoApproxLib
 circuit (stride 2, SAME, bias) through two training steps (the running range set, then updated), evaluation (the
-range frozen) and a training step on a batch holding a NaN; an IntDense under the exact int8 on a 3-D input; and an
-asymmetric IntConv2D calibrated on two batches.
+range frozen) and a training step on a batch holding a NaN; an IntDense under the exact int8 on a 3-D input; an
+asymmetric IntConv2D calibrated on two batches; and an IntConv2D (a signed circuit, stride 2) and an IntDense (uint8_sym)
+with their gradients through the table.
 """
 
 from __future__ import annotations
@@ -83,6 +84,25 @@ def main(table_dir: str, out: str) -> None:
     for batch in calibration:
         calibrated(batch)
     results.update(calibration=np.stack(calibration), calibrated_range=_numpy(calibrated.activation_range))
+    table_conv = IntConv2D(5, 3, strides=2, padding="same", use_bias=False, table_gradients=True,
+                           multiplier=f"int8:{Path(table_dir) / 'mul8s_1L2H.int8s.npy'}")
+    tx = rng.standard_normal((2, 7, 6, 3)).astype(np.float32)
+    table_conv.build(tx.shape)
+    table_kernel = rng.standard_normal((3, 3, 3, 5)).astype(np.float32) * 0.3
+    table_conv.set_weights([table_kernel, np.zeros(2, np.float32), np.zeros((), np.float32)])
+    tdy = rng.standard_normal((2, 4, 3, 5)).astype(np.float32)
+    results.update(table_conv_x=tx, table_conv_kernel=table_kernel, table_conv_dy=tdy)
+    (results["table_conv_y"], results["table_conv_dx"],
+     results["table_conv_dk"]) = value_and_grads(table_conv, tx, tdy, training=True)
+    table_dense = IntDense(4, multiplier="uint8_sym", use_bias=False, table_gradients=True)
+    ta = rng.standard_normal((6, 9)).astype(np.float32)
+    table_dense.build(ta.shape)
+    table_dense_kernel = rng.standard_normal((9, 4)).astype(np.float32)
+    table_dense.set_weights([table_dense_kernel, np.zeros(2, np.float32), np.zeros((), np.float32)])
+    tdy = rng.standard_normal((6, 4)).astype(np.float32)
+    results.update(table_dense_x=ta, table_dense_kernel=table_dense_kernel, table_dense_dy=tdy)
+    (results["table_dense_y"], results["table_dense_dx"],
+     results["table_dense_dk"]) = value_and_grads(table_dense, ta, tdy, training=True)
     np.savez(out, backend=keras.backend.backend(), **results)
 
 

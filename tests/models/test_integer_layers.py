@@ -79,8 +79,28 @@ def test_dense_on_a_3d_input_and_calibration(probes, backend):
     assert _exact(p["calibrated_range"], want_range)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gradients_through_the_table_are_the_references_bits(probes, backend):
+    """table_gradients=True: dx and dw are exact integer sums rescaled once, so the layers give the reference's every
+    bit (ops.keras_integer composes them from the forward's op; the reference gathers tap by tap)."""
+    p = probes[backend]
+    conv = ir.integer_mode(f"int8:{LUTS / 'mul8s_1L2H.int8s.npy'}")
+    dx, dk = ir.conv2d_table_backward(p["table_conv_x"], p["table_conv_kernel"], p["table_conv_dy"], conv, strides=2,
+                                      padding="SAME")
+    assert _exact(p["table_conv_dx"], dx) and _exact(p["table_conv_dk"], dk)
+    ste_dx, _ = ir.conv2d_backward(p["table_conv_x"], p["table_conv_kernel"], p["table_conv_dy"], conv, strides=2,
+                                   padding="SAME")
+    assert not _exact(dx, ste_dx), "the table gradient is not the straight-through one"
+    dense = ir.integer_mode("uint8_sym")
+    dx, dk = ir.dense_table_backward(p["table_dense_x"], p["table_dense_kernel"], p["table_dense_dy"], dense)
+    assert _exact(p["table_dense_dx"], dx) and _exact(p["table_dense_dk"], dk)
+    want = ir.conv2d_forward(p["table_conv_x"], p["table_conv_kernel"], conv, strides=2, padding="SAME")
+    assert _exact(p["table_conv_y"], want), "the forward is the same with either gradient"
+
+
 @pytest.mark.parametrize("key", ["conv0_y", "conv0_dx", "conv0_dk", "conv1_y", "conv1_dx", "conv1_dk",
-                                 "conv_eval_y", "dense_y", "dense_dx", "dense_dk", "calibrated_range"])
+                                 "conv_eval_y", "dense_y", "dense_dx", "dense_dk", "calibrated_range",
+                                 "table_conv_dx", "table_conv_dk", "table_dense_dx", "table_dense_dk"])
 def test_both_backends_give_the_same_bits(probes, key):
     """The same CPU kernels behind both bindings and the same quantiser: every value bit for bit."""
     tf_value, torch_value = probes["tensorflow"][key], probes["torch"][key]
@@ -106,3 +126,11 @@ def test_models_build_integer_layers_and_refuse_mixups():
         AMConv2D(4, 3, multiplier="int8")
     with pytest.raises(ValueError, match="signed table"):
         build_model("lenet5", f"uint8:{LUTS / 'mul8s_1L2H.int8s.npy'}", (28, 28, 1), 10)
+    # table_gradients reaches every integer layer, and an asymmetric mode is refused when the model is built
+    model = build_model("lenet5", "int8", (28, 28, 1), 10, table_gradients=True,
+                        layers={"predictions": ("native", False)})
+    flags = {layer.name: getattr(layer, "table_gradients", None) for layer in model.layers
+             if isinstance(layer, (IntConv2D, IntDense, keras.layers.Dense))}
+    assert flags == {"conv1": True, "conv2": True, "fc1": True, "fc2": True, "predictions": None}
+    with pytest.raises(ValueError, match="symmetric scheme"):
+        build_model("lenet5", "uint8", (28, 28, 1), 10, table_gradients=True)

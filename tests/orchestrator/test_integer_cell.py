@@ -72,3 +72,30 @@ def test_calibration_changes_the_identity_only_when_asked_for(tmp_path):
     before_the_key = {**plain, "train": {k: v for k, v in plain["train"].items() if k != "calibration_batches"}}
     assert cell_identity(plain) == cell_identity(before_the_key)
     assert cell_identity(to_dict(work.cfg(*CELL))) != cell_identity(plain)
+
+
+SIGNED = TABLE.parent / "mul8s_1L2H.int8s.npy"
+TABLE_GRADIENTS = [*[o for o in TINY if not o.startswith("mult=")], "mult=int8", f"mult.table={SIGNED}",
+                   "train.batch_size=16", "mult.table_gradients=true"]
+
+
+@pytest.mark.slow
+def test_a_cell_with_gradients_through_the_table_trains(tmp_path):
+    """mult.table_gradients=true: every product of the backward through the circuit too; the cell trains, records
+    the setting, and is another cell than the straight-through one (false is the cell of before the key)."""
+    from orchestrator.config.identity import cell_identity
+    from orchestrator.config.validate import to_dict
+
+    work = Workdir(tmp_path)
+    proc = run_cell_process([*work.overrides, *TABLE_GRADIENTS], cwd=work.path)
+    proc.wait(timeout=300)
+    result = result_of((work.path / "run.log").read_text())
+    assert result["status"] == "finished", result
+    data = run_data(work.uri, result["run_id"])
+    assert data["params"]["mult.table_gradients"] == "True"
+    accuracy = data["metrics"]["test_accuracy"][-1][1]
+    assert accuracy > 0.8, f"LeNet-300-100 with mul8s_1L2H's gradients reached {accuracy} on the digits"
+    with_table = to_dict(work.cfg(*TABLE_GRADIENTS))
+    straight = to_dict(work.cfg(*TABLE_GRADIENTS[:-1]))
+    before_the_key = {**straight, "mult": {k: v for k, v in straight["mult"].items() if k != "table_gradients"}}
+    assert cell_identity(straight) == cell_identity(before_the_key) != cell_identity(with_table)
