@@ -28,6 +28,11 @@ from ops.modes.integer_reference import (MOMENTUM, SMALLEST_NORMAL, CodeSpace, I
 from ops.modes.reference import output_size
 
 _GRADIENT_MODE = "acc32"  # the straight-through gradient's products (the spec's "Gradients")
+_MAX_TAPS = 32768  # taps per output of one run of the op on codes (ops/cc/integer_conv.h, kIntMaxTaps)
+# Taps past which the GPU's op runs a conv unsplit, on as few blocks as it has output tiles (integer_conv_cuda.cu,
+# kSplitMaxTaps): a filter gradient's sums are that long (ResNet-18's first stage at batch 128 on 28 x 28: 100,352
+# taps, 64 x 9 x 64 outputs); on a GPU the table gradients cut them into slices this long.
+_GPU_SLICE_TAPS = 8192
 # (value's fp32 bytes, device) -> the 0-d float32 tensor of _scalar on the torch backend.
 _SCALARS: dict[tuple[bytes, str], object] = {}
 
@@ -283,9 +288,59 @@ def _padded(q, before: tuple[int, int], after: tuple[int, int], fill: float):
     return K.pad(q, widths, constant_values=fill) if any(max(w) for w in widths) else q
 
 
-def _zeros(length, z):
-    """int32 [length] holding the zero point z (a float32 scalar tensor: the scheme's, every operand's)."""
-    return K.broadcast_to(K.reshape(K.cast(z, "int32"), (1,)), (length,))
+def _zero_points(like, z: float):
+    """int32 of like's shape, every element the zero point z (the scheme's, every operand's)."""
+    return K.cast(K.add(K.zeros_like(like), scalar(z, like)), "int32")
+
+
+def _on_gpu(t) -> bool:
+    """Whether the tensor t lies on a GPU (either backend)."""
+    device = getattr(t, "device", None)
+    return getattr(device, "type", None) == "cuda" or "GPU" in str(device or "").upper()
+
+
+def _split_tables(table, z: float):
+    """The table centred on the zero point z, T'[a, w] = T[a, w] - z a - z w + z^2 (z = 0: T itself; codes a, w by
+    their values), cut into bytes: (lo, hi) int32 [65536] with T' = 256 hi + lo, 0 <= lo < 256, |hi| <= 257. Made of
+    Keras ops on the table's device (no host constant: a captured CUDA graph cannot copy one)."""
+    centred = K.cast(table, "float32")  # |T'| < 2^18: exact in fp32, and so are the byte cuts below
+    if z:
+        index = K.cast(K.arange(256 * 256, dtype="int32"), "float32")
+        a = K.floor(K.divide(index, scalar(256.0, centred)))
+        w = K.subtract(index, K.multiply(a, scalar(256.0, centred)))  # unsigned codes: the byte is the value
+        centred = K.add(K.subtract(centred, K.multiply(K.add(a, w), scalar(z, centred))), scalar(z * z, centred))
+    hi = K.floor(K.divide(centred, scalar(256.0, centred)))
+    lo = K.subtract(centred, K.multiply(hi, scalar(256.0, centred)))
+    return K.cast(lo, "int32"), K.cast(hi, "int32")
+
+
+def _conv_of_codes(x_codes, w_codes, table, z: float, rescale, signed: bool, strides, dilations):
+    """fl32(fl32(acc) x rescale[c]) of the VALID conv of float32 codes (x NHWC, w HWIO), every operand's zero point
+    the scheme's z: the forward's op on codes where its int32 sums hold the taps (K <= _MAX_TAPS; _GPU_SLICE_TAPS on a
+    GPU), else the same exact acc from slices of the input channels of at most that many taps, each run twice through
+    the centred table's bytes (_split_tables: every partial sum below 2^24, so exact in the op's fp32 output) and
+    added in float64 (exact below 2^53), then rounded and rescaled once as the op does."""
+    kh, kw, channels, out_c = w_codes.shape
+    x_bytes, w_bytes = _as_bytes(x_codes), _as_bytes(w_codes)
+    slice_taps = _GPU_SLICE_TAPS if _on_gpu(x_codes) else _MAX_TAPS  # the same bits either way: exact sums
+    if kh * kw * channels <= slice_taps:
+        zero = _zero_points(rescale, z)
+        return keras_ops.int_conv2d_codes(x_bytes, w_bytes, table, zero[:1], zero, rescale, signed, strides, "VALID",
+                                          dilations)
+    step = slice_taps // (kh * kw)
+    if step < 1:
+        raise ValueError(f"a table gradient's conv with a {kh} x {kw} filter: more than {slice_taps} taps per channel")
+    lo, hi = _split_tables(table, z)
+    ones, none = K.ones_like(rescale), _zero_points(rescale, 0.0)
+    acc = None
+    for c0 in range(0, channels, step):
+        xs, ws = x_bytes[..., c0:c0 + step], w_bytes[:, :, c0:c0 + step]
+        lo_sum, hi_sum = (K.cast(keras_ops.int_conv2d_codes(xs, ws, part, none[:1], none, ones, True, strides, "VALID",
+                                                            dilations), "float64") for part in (lo, hi))
+        part_acc = K.add(K.multiply(hi_sum, scalar(256.0, hi_sum)), lo_sum)
+        acc = part_acc if acc is None else K.add(acc, part_acc)
+    y = K.multiply(K.cast(acc, "float32"), rescale)
+    return K.where(K.less(K.abs(y), scalar(SMALLEST_NORMAL, y)), K.zeros_like(y), y)
 
 
 def conv2d_table_gradients(x, kernel, dy, q: _Quantised, codes: CodeSpace, table, strides, padding: str, dilations):
@@ -293,7 +348,8 @@ def conv2d_table_gradients(x, kernel, dy, q: _Quantised, codes: CodeSpace, table
     forward's op on codes: dw is the conv of x's codes (the forward's padding z_a made explicit, transposed to
     [C_in, H, W, N]) by dy's codes ([Ho, Wo, N, C_out]) with the strides and dilations swapped; dx the conv of g's codes
     upsampled by the strides and padded with z_g (a transposed conv) by w's codes turned around ([kh, kw, C_out, C_in],
-    flipped). Each sum is exact, so this is the reference's every bit."""
+    flipped); a sum longer than one run holds goes in slices (_conv_of_codes). Each sum is exact, so this is the
+    reference's every bit."""
     (sh, sw), (dh, dw_) = _pair(strides), _pair(dilations)
     kh, kw, cin, cout = kernel.shape
     (h, w), (ho, wo) = x.shape[1:3], dy.shape[1:3]
@@ -310,9 +366,8 @@ def conv2d_table_gradients(x, kernel, dy, q: _Quantised, codes: CodeSpace, table
     rescale = K.multiply(q.s_a, s_dy)  # fl32(s_a x s_dy), flushed as the forward's
     rescale = K.where(K.less(rescale, scalar(SMALLEST_NORMAL, rescale)), K.zeros_like(rescale), rescale)
     rescale = K.where(finite(x, dy), K.broadcast_to(K.reshape(rescale, (1,)), (cout,)), nan)
-    dw = keras_ops.int_conv2d_codes(_as_bytes(x_codes), _as_bytes(K.transpose(d_codes, (1, 2, 0, 3))), table,
-                                    _zeros(1, q.z_a), _zeros(cout, q.z_a), rescale, signed, (dh, dw_), "VALID",
-                                    (sh, sw))
+    dw = _conv_of_codes(x_codes, K.transpose(d_codes, (1, 2, 0, 3)), table, z, rescale, signed, (dh, dw_),
+                        (sh, sw))
     dw = K.transpose(dw[:, :kh, :kw], (1, 2, 0, 3))
 
     # dx[n, hi, wi, ci] = sum over (kh, kw, co) of T[g code at (hi + top - kh dh) / sh, .., w code]
@@ -322,7 +377,5 @@ def conv2d_table_gradients(x, kernel, dy, q: _Quantised, codes: CodeSpace, table
     after = (h + (kh - 1) * dh - before[0] - up.shape[1], w + (kw - 1) * dw_ - before[1] - up.shape[2])
     turned = K.flip(K.flip(K.transpose(q.q_w, (0, 1, 3, 2)), axis=0), axis=1)  # [kh, kw, C_out, C_in]
     rescale = K.where(finite(dy, kernel), K.broadcast_to(K.reshape(s_g, (1,)), (cin,)), nan)
-    dx = keras_ops.int_conv2d_codes(_as_bytes(_padded(up, before, after, z)), _as_bytes(turned), table,
-                                    _zeros(1, q.z_a), _zeros(cin, q.z_a), rescale, signed, 1, "VALID",
-                                    (dh, dw_))
+    dx = _conv_of_codes(_padded(up, before, after, z), turned, table, z, rescale, signed, 1, (dh, dw_))
     return dx, dw

@@ -77,6 +77,8 @@ def _setting_of_run(tags: Mapping[str, str], params: Mapping[str, str]) -> dict[
         setting.pop(key, None)
     if setting.get("train.calibration_batches") in ("0", "None"):  # as in the identity: 0 is the cell of before
         setting.pop("train.calibration_batches")
+    if setting.get("mult.table_gradients") in ("False", "None"):  # likewise: false is the cell of before the key
+        setting.pop("mult.table_gradients")
     return setting
 
 

@@ -2,12 +2,14 @@
 
     KERAS_BACKEND=torch python -m tests.models.integer_probe TABLE_DIR OUT.npz      (from the repository's root)
 
+On a machine with a CUDA GPU, torch's Keras runs it there (tests/device/test_gpu_integer_layers.py).
+
 Every weight and input is drawn from numpy with fixed seeds, so tests/models/test_integer_layers.py can recompute
 each result with ops/modes/integer_reference and compare the backends: an IntConv2D under an unsigned EvoApproxLib
 circuit (stride 2, SAME, bias) through two training steps (the running range set, then updated), evaluation (the
 range frozen) and a training step on a batch holding a NaN; an IntDense under the exact int8 on a 3-D input; an
 asymmetric IntConv2D calibrated on two batches; and an IntConv2D (a signed circuit, stride 2) and an IntDense (uint8_sym)
-with their gradients through the table.
+with their gradients through the table, one of them with more taps per filter gradient than the op sums at once.
 """
 
 from __future__ import annotations
@@ -30,12 +32,12 @@ def value_and_grads(layer, x: np.ndarray, dy: np.ndarray, training: bool):
     if keras.backend.backend() == "torch":
         import torch
 
-        xt = torch.tensor(x, requires_grad=True)
+        xt = torch.tensor(x, requires_grad=True, device=layer.kernel.value.device)  # a GPU's where Keras runs there
         y = layer(xt, training=training)
-        (y * torch.tensor(dy)).sum().backward()
-        grads = xt.grad.numpy(), layer.kernel.value.grad.numpy()
+        (y * torch.tensor(dy, device=y.device)).sum().backward()
+        grads = xt.grad.cpu().numpy(), layer.kernel.value.grad.cpu().numpy()
         layer.kernel.value.grad = None
-        return (y.detach().numpy(), *grads)
+        return (y.detach().cpu().numpy(), *grads)
     import tensorflow as tf
 
     xt = tf.constant(x)
@@ -84,25 +86,26 @@ def main(table_dir: str, out: str) -> None:
     for batch in calibration:
         calibrated(batch)
     results.update(calibration=np.stack(calibration), calibrated_range=_numpy(calibrated.activation_range))
-    table_conv = IntConv2D(5, 3, strides=2, padding="same", use_bias=False, table_gradients=True,
-                           multiplier=f"int8:{Path(table_dir) / 'mul8s_1L2H.int8s.npy'}")
-    tx = rng.standard_normal((2, 7, 6, 3)).astype(np.float32)
-    table_conv.build(tx.shape)
-    table_kernel = rng.standard_normal((3, 3, 3, 5)).astype(np.float32) * 0.3
-    table_conv.set_weights([table_kernel, np.zeros(2, np.float32), np.zeros((), np.float32)])
-    tdy = rng.standard_normal((2, 4, 3, 5)).astype(np.float32)
-    results.update(table_conv_x=tx, table_conv_kernel=table_kernel, table_conv_dy=tdy)
-    (results["table_conv_y"], results["table_conv_dx"],
-     results["table_conv_dk"]) = value_and_grads(table_conv, tx, tdy, training=True)
-    table_dense = IntDense(4, multiplier="uint8_sym", use_bias=False, table_gradients=True)
-    ta = rng.standard_normal((6, 9)).astype(np.float32)
-    table_dense.build(ta.shape)
-    table_dense_kernel = rng.standard_normal((9, 4)).astype(np.float32)
-    table_dense.set_weights([table_dense_kernel, np.zeros(2, np.float32), np.zeros((), np.float32)])
-    tdy = rng.standard_normal((6, 4)).astype(np.float32)
-    results.update(table_dense_x=ta, table_dense_kernel=table_dense_kernel, table_dense_dy=tdy)
-    (results["table_dense_y"], results["table_dense_dx"],
-     results["table_dense_dk"]) = value_and_grads(table_dense, ta, tdy, training=True)
+    # Gradients through the table: a signed circuit's conv at stride 2, uint8_sym's Dense, and a conv whose filter
+    # gradient sums 40 x 30 x 30 = 36,000 taps, past the op's 32,768 (in slices through the centred table's bytes).
+    luts = Path(table_dir)
+    for name, layer, x_shape, kernel_shape, dy_shape in [
+            ("table_conv", IntConv2D(5, 3, strides=2, padding="same", use_bias=False, table_gradients=True,
+                                     multiplier=f"int8:{luts / 'mul8s_1L2H.int8s.npy'}"),
+             (2, 7, 6, 3), (3, 3, 3, 5), (2, 4, 3, 5)),
+            ("table_dense", IntDense(4, multiplier="uint8_sym", use_bias=False, table_gradients=True),
+             (6, 9), (9, 4), (6, 4)),
+            ("big", IntConv2D(3, 3, padding="same", use_bias=False, table_gradients=True,
+                              multiplier=f"uint8_sym:{luts / 'mul8u_2AC.int8u.npy'}"),
+             (40, 30, 30, 2), (3, 3, 2, 3), (40, 30, 30, 3))]:
+        tx = rng.standard_normal(x_shape).astype(np.float32)
+        layer.build(tx.shape)
+        table_kernel = rng.standard_normal(kernel_shape).astype(np.float32) * 0.3
+        layer.set_weights([table_kernel, np.zeros(2, np.float32), np.zeros((), np.float32)])
+        tdy = rng.standard_normal(dy_shape).astype(np.float32)
+        results.update({f"{name}_x": tx, f"{name}_kernel": table_kernel, f"{name}_dy": tdy})
+        (results[f"{name}_y"], results[f"{name}_dx"],
+         results[f"{name}_dk"]) = value_and_grads(layer, tx, tdy, training=True)
     np.savez(out, backend=keras.backend.backend(), **results)
 
 

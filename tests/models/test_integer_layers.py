@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from ops.modes import integer_reference as ir
-from ops.modes.operands import same_bits
 from tests.models.helpers import ROOT, run_python
+from tests.models.integer_checks import check_conv_training_steps, check_table_gradients, exact
 
 LUTS = ROOT / "ops" / "luts" / "evoapprox"
 
@@ -34,35 +34,11 @@ def probes(tmp_path_factory) -> dict[str, dict[str, np.ndarray]]:
     return out
 
 
-def _exact(got, want) -> bool:
-    return bool(same_bits(np.asarray(got, np.float32), np.asarray(want, np.float32), nan_payloads=True).all())
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_conv_training_steps_follow_the_reference(probes, backend):
     p = probes[backend]
     assert str(p["backend"]) == backend
-    mode = ir.integer_mode(f"uint8:{LUTS / 'mul8u_2AC.int8u.npy'}")
-    x, kernel, bias = p["conv_batches"], p["conv_kernel"], p["conv_bias"]
-    running = None
-    for step in (0, 1):
-        running = ir.update_running_range(running, ir.tensor_range(x[step]))
-        assert _exact(p[f"conv{step}_range"], running), f"step {step}: the running range"
-        want = ir.conv2d_forward(x[step], kernel, mode, strides=2, padding="SAME", bias=bias,
-                                 activation_range=running)
-        assert _exact(p[f"conv{step}_y"], want), f"step {step}: outputs"
-        dx, dk = ir.conv2d_backward(x[step], kernel, p[f"conv{step}_dy"], mode, strides=2, padding="SAME",
-                                    activation_range=running)
-        np.testing.assert_allclose(p[f"conv{step}_dx"], dx, rtol=1e-5, atol=1e-5)
-        np.testing.assert_allclose(p[f"conv{step}_dk"], dk, rtol=1e-5, atol=1e-4)
-        assert np.array_equal(p[f"conv{step}_dx"] == 0, dx == 0), "the straight-through mask of x"
-    # The second batch is 1.5x wider than the running range: its clamped inputs get no gradient.
-    assert (p["conv1_dx"] == 0).sum() > 0
-    frozen = ir.conv2d_forward(x[1], kernel, mode, strides=2, padding="SAME", bias=bias, activation_range=running)
-    assert _exact(p["conv_eval_y"], frozen), "evaluation quantises with the range as it stands"
-    assert _exact(p["conv_nan_range"], running), "a batch holding a NaN leaves the range unchanged"
-    assert float(p["conv_updates"]) == 2.0
-    assert np.isnan(p["conv_nan_y"]).all(), "an input holding a NaN makes every output NaN"
+    check_conv_training_steps(p)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -71,41 +47,27 @@ def test_dense_on_a_3d_input_and_calibration(probes, backend):
     mode = ir.integer_mode("int8")
     rows = p["dense_x"].reshape(-1, 11)
     want = ir.dense_forward(rows, p["dense_kernel"], mode, bias=np.zeros(5, np.float32))
-    assert _exact(p["dense_y"].reshape(-1, 5), want)
+    assert exact(p["dense_y"].reshape(-1, 5), want)
     dx, dk = ir.dense_backward(rows, p["dense_kernel"], p["dense_dy"].reshape(-1, 5), mode)
     np.testing.assert_allclose(p["dense_dx"].reshape(-1, 11), dx, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(p["dense_dk"], dk, rtol=1e-5, atol=1e-5)
     want_range = ir.calibration_range([ir.tensor_range(batch) for batch in p["calibration"]])
-    assert _exact(p["calibrated_range"], want_range)
+    assert exact(p["calibrated_range"], want_range)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_gradients_through_the_table_are_the_references_bits(probes, backend):
-    """table_gradients=True: dx and dw are exact integer sums rescaled once, so the layers give the reference's every
-    bit (ops.keras_integer composes them from the forward's op; the reference gathers tap by tap)."""
-    p = probes[backend]
-    conv = ir.integer_mode(f"int8:{LUTS / 'mul8s_1L2H.int8s.npy'}")
-    dx, dk = ir.conv2d_table_backward(p["table_conv_x"], p["table_conv_kernel"], p["table_conv_dy"], conv, strides=2,
-                                      padding="SAME")
-    assert _exact(p["table_conv_dx"], dx) and _exact(p["table_conv_dk"], dk)
-    ste_dx, _ = ir.conv2d_backward(p["table_conv_x"], p["table_conv_kernel"], p["table_conv_dy"], conv, strides=2,
-                                   padding="SAME")
-    assert not _exact(dx, ste_dx), "the table gradient is not the straight-through one"
-    dense = ir.integer_mode("uint8_sym")
-    dx, dk = ir.dense_table_backward(p["table_dense_x"], p["table_dense_kernel"], p["table_dense_dy"], dense)
-    assert _exact(p["table_dense_dx"], dx) and _exact(p["table_dense_dk"], dk)
-    want = ir.conv2d_forward(p["table_conv_x"], p["table_conv_kernel"], conv, strides=2, padding="SAME")
-    assert _exact(p["table_conv_y"], want), "the forward is the same with either gradient"
+    check_table_gradients(probes[backend])
 
 
 @pytest.mark.parametrize("key", ["conv0_y", "conv0_dx", "conv0_dk", "conv1_y", "conv1_dx", "conv1_dk",
                                  "conv_eval_y", "dense_y", "dense_dx", "dense_dk", "calibrated_range",
-                                 "table_conv_dx", "table_conv_dk", "table_dense_dx", "table_dense_dk"])
+                                 "table_conv_dx", "table_conv_dk", "table_dense_dx", "table_dense_dk", "big_dk"])
 def test_both_backends_give_the_same_bits(probes, key):
     """The same CPU kernels behind both bindings and the same quantiser: every value bit for bit."""
     tf_value, torch_value = probes["tensorflow"][key], probes["torch"][key]
     assert np.abs(tf_value).max() > 0.01, "the probe must compute something non-trivial"
-    assert _exact(tf_value, torch_value), f"{key}: the backends differ"
+    assert exact(tf_value, torch_value), f"{key}: the backends differ"
 
 
 def test_models_build_integer_layers_and_refuse_mixups():
