@@ -357,7 +357,7 @@ def conv2d_table_gradients(x, kernel, dy, q: _Quantised, codes: CodeSpace, table
     signed = codes.kind == "signed"
     z = 0.0 if signed else 128.0  # the symmetric schemes' zero point, of every operand
     nan = scalar(float("nan"), dy)
-    finite = lambda *ts: K.all(K.stack([all_finite(t) for t in ts]))
+    dy_finite = all_finite(dy)  # read by both gradients' NaN rule
 
     # dw[kh, kw, ci, co] = sum over (n, ho, wo) of T[x code at the tap, dy code]
     d_codes, s_dy = _gradient_codes(dy, codes)
@@ -365,7 +365,8 @@ def conv2d_table_gradients(x, kernel, dy, q: _Quantised, codes: CodeSpace, table
     x_codes = K.transpose(_padded(q.q_x, (top, left), (max(0, bottom), max(0, right)), z), (3, 1, 2, 0))
     rescale = K.multiply(q.s_a, s_dy)  # fl32(s_a x s_dy), flushed as the forward's
     rescale = K.where(K.less(rescale, scalar(SMALLEST_NORMAL, rescale)), K.zeros_like(rescale), rescale)
-    rescale = K.where(finite(x, dy), K.broadcast_to(K.reshape(rescale, (1,)), (cout,)), nan)
+    rescale = K.where(K.logical_and(all_finite(x), dy_finite), K.broadcast_to(K.reshape(rescale, (1,)), (cout,)),
+                      nan)
     dw = _conv_of_codes(x_codes, K.transpose(d_codes, (1, 2, 0, 3)), table, z, rescale, signed, (dh, dw_),
                         (sh, sw))
     dw = K.transpose(dw[:, :kh, :kw], (1, 2, 0, 3))
@@ -376,6 +377,7 @@ def conv2d_table_gradients(x, kernel, dy, q: _Quantised, codes: CodeSpace, table
     before = ((kh - 1) * dh - top, (kw - 1) * dw_ - left)
     after = (h + (kh - 1) * dh - before[0] - up.shape[1], w + (kw - 1) * dw_ - before[1] - up.shape[2])
     turned = K.flip(K.flip(K.transpose(q.q_w, (0, 1, 3, 2)), axis=0), axis=1)  # [kh, kw, C_out, C_in]
-    rescale = K.where(finite(dy, kernel), K.broadcast_to(K.reshape(s_g, (1,)), (cin,)), nan)
+    rescale = K.where(K.logical_and(dy_finite, all_finite(kernel)), K.broadcast_to(K.reshape(s_g, (1,)), (cin,)),
+                      nan)
     dx = _conv_of_codes(_padded(up, before, after, z), turned, table, z, rescale, signed, 1, (dh, dw_))
     return dx, dw
