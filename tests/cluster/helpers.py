@@ -55,6 +55,17 @@ class Sandbox:
         return self.wait(lambda rows: rows and all(r["state"] == state for r in rows), timeout,
                          what=f"all cells {state}")
 
+    def wait_for_jobs(self, timeout: float, scheduler: str = "slurm") -> None:
+        """Until the scheduler no longer has the cells' latest jobs queued or running (asked directly: `status` would
+        import). A cell's done.json comes before its job's last work (the final archive copy, the run's end)."""
+        from orchestrator.schedulers import job_status
+
+        ids = [r["jobs"][-1]["id"] for r in self.records()]
+        deadline = time.time() + timeout
+        while any(job_status.alive(state) for state in job_status.job_states(scheduler, ids).values()):
+            assert time.time() < deadline, f"jobs {ids} still queued or running after {timeout:.0f} s"
+            time.sleep(3)
+
     def runs(self) -> list:
         """The cells' runs (not the experiment's summary run, which the resume cron adds when the grid is done)."""
         from mlflow.tracking import MlflowClient

@@ -39,17 +39,6 @@ if os.environ.get("SLURM_JOB_ID") and os.environ.get("AMDNN_GUARDED_STORE"):
 """
 
 
-def _wait_for_jobs(sandbox, timeout: float) -> None:
-    """Until the scheduler no longer has the cells' jobs queued or running (asked directly: `status` would import)."""
-    from orchestrator.schedulers import job_status
-
-    ids = [r["jobs"][-1]["id"] for r in sandbox.records()]
-    deadline = time.time() + timeout
-    while any(job_status.alive(state) for state in job_status.job_states("slurm", ids).values()):
-        assert time.time() < deadline, f"jobs {ids} still queued or running after {timeout:.0f} s"
-        time.sleep(3)
-
-
 def _assert_two_cells_in_store(sandbox, report_uri: str) -> None:
     runs = sandbox.finished_runs(2, timeout=30)
     assert sorted(r.info.status for r in runs) == ["FINISHED"] * 2
@@ -76,7 +65,7 @@ def test_single_writer_grid_jobs_never_open_the_store(slurm, sandbox, tmp_path, 
 
     out = sandbox.launch(*GRID, "tracking_mode=single_writer")
     assert "tracking: SQLite store on" in out.stdout and "tracking_mode=single_writer" in out.stdout, out.stdout
-    _wait_for_jobs(sandbox, timeout=480)
+    sandbox.wait_for_jobs(timeout=480)
     assert len(list((sandbox.root / "ck").glob("*/done.json"))) == 2
     lines = log.read_text().splitlines()
     assert sum(line.startswith("armed") for line in lines) >= 4, lines  # each job: its own process and the worker's
