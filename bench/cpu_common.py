@@ -43,25 +43,44 @@ ONEDNN_ISA = {"x86-64-v4-vbmi": None, "x86-64-v4": "AVX512_CORE", "x86-64-v3": "
               "x86-64": "SSE41"}
 
 
+# An integer mode with this suffix (int8+table_gradients) is timed with its backward through the table
+# (mult.table_gradients=true: ops.keras_integer's conv2d_table_gradients) instead of straight-through.
+TABLE_GRADIENTS = "+table_gradients"
+
+
+def _integer_name(multiplier: str) -> tuple[str, bool]:
+    """(the mode's name, whether its gradients go through the table)."""
+    if multiplier.endswith(TABLE_GRADIENTS):
+        return multiplier[:-len(TABLE_GRADIENTS)], True
+    return multiplier, False
+
+
 def is_integer(multiplier: str) -> bool:
     from ops.modes.multipliers import parse  # numpy only, as every import of this module
 
-    return parse(multiplier).is_integer
+    name, table_gradients = _integer_name(multiplier)
+    integer = parse(name).is_integer
+    if table_gradients and not integer:
+        raise SystemExit(f"{multiplier}: {TABLE_GRADIENTS} names an integer mode's option (int8{TABLE_GRADIENTS})")
+    return integer
 
 
 def integer_ops(multiplier: str):
     """(conv, dense) of an integer mode as its layers compute them (ops.keras_integer on Keras' backend, whichever
     this process runs): quantise both operands (the activations by their batch's range), the compiled table op, the
-    rescale."""
+    rescale; the backward straight-through, or through the table for a name ending in TABLE_GRADIENTS."""
     from keras import ops as K  # here, not at the top: the caller picks Keras' backend first
 
     from ops import keras_integer
     from ops.modes.integer_reference import integer_mode
 
-    mode = integer_mode(multiplier)
+    name, table_gradients = _integer_name(multiplier)
+    mode = integer_mode(name)
     table = K.convert_to_tensor(keras_integer.table_entries(mode))
-    conv = lambda p, q: keras_integer.conv2d(p, q, mode, keras_integer.tensor_range(p), 1, "SAME", 1, table=table)
-    dense = lambda p, q: keras_integer.dense(p, q, mode, keras_integer.tensor_range(p), table=table)
+    conv = lambda p, q: keras_integer.conv2d(p, q, mode, keras_integer.tensor_range(p), 1, "SAME", 1, table=table,
+                                             table_gradients=table_gradients)
+    dense = lambda p, q: keras_integer.dense(p, q, mode, keras_integer.tensor_range(p), table=table,
+                                             table_gradients=table_gradients)
     return conv, dense
 
 
@@ -74,7 +93,7 @@ def verify_integer_layer(multiplier: str, conv) -> None:
     x = rng.standard_normal((4, 8, 8, 32)).astype(np.float32)
     w = rng.standard_normal((3, 3, 32, 48)).astype(np.float32)
     got = conv(x, w)
-    want = integer_reference.conv2d_forward(x, w, integer_reference.integer_mode(multiplier))
+    want = integer_reference.conv2d_forward(x, w, integer_reference.integer_mode(_integer_name(multiplier)[0]))
     if not np.array_equal(got.view(np.uint32), want.view(np.uint32)):
         raise SystemExit(f"{multiplier}: the integer layer is not bit-exact against the reference; not timing it")
 
@@ -131,9 +150,12 @@ def cpu_model() -> str:
 
 
 def label(mode: str) -> str:
-    """A table column's name: the mode, or the mode's name and the table file's stem (lut ACC_7, int8 mul8s_1L2H)."""
+    """A table column's name: the mode, or the mode's name and the table file's stem (lut ACC_7, int8 mul8s_1L2H),
+    and "table gradients" after an integer mode timed with them."""
+    mode, table_gradients = _integer_name(mode)
     name, _, path = mode.partition(":")
-    return f"{name} {os.path.basename(path).split('.')[0]}" if path else mode
+    return (f"{name} {os.path.basename(path).split('.')[0]}" if path else mode) + \
+        (" table gradients" if table_gradients else "")
 
 
 def markdown(rows: list[dict], modes: list[str]) -> str:

@@ -6,14 +6,15 @@
     tensor_range(x), update_running_range(running, batch)                                 the activation range
 
 The section "Integer modes (8-bit, table products)" of docs/multipliers-spec.md, step for step: ranges, scales and
-zero points, the quantiser, the forward through the compiled op on the codes (ops.keras_ops.int_conv2d_codes:
-table products, exact integer sums, rescale) and the straight-through gradient through `acc32`'s products (the
+zero points, the quantiser (the compiled ops.keras_ops.quantise: codes and masks in one pass), the forward through
+the compiled op on the codes (ops.keras_ops.int_conv2d_codes: table products, exact integer sums, rescale) and the straight-through gradient through `acc32`'s products (the
 conv's gradient kernels; Dense's matmuls), masked where the quantiser clamped, or with table_gradients the
 section's "Gradients through the table" as two more runs of the op on codes. ops/modes/integer_reference.py is
 the numpy reference it is tested against.
 Every fp32 operation is one Keras op (one rounding: no op here fuses a multiply and an add), rounding to an integer
-is keras.ops.round (ties to even on both backends, as the spec's rint), and subnormal inputs are flushed first, so
-the codes, zero points and scales are the reference's bits on any backend and device. The bias is the layer's.
+is keras.ops.round (ties to even on both backends, as the spec's rint; the quantiser's rintf likewise), and subnormal
+inputs are flushed first, so the codes, zero points and scales are the reference's bits on any backend and device.
+The bias is the layer's.
 """
 
 from __future__ import annotations
@@ -101,20 +102,20 @@ def scales(lo, hi, codes: CodeSpace):
     return s, z
 
 
-def _unclamped(x, s, z):
-    """rint(fl32(x / s)) + z, float32 (+-inf where the quotient overflows, NaN for a NaN x)."""
-    return K.add(K.round(K.divide(_flushed(x), s)), z)
-
-
 def quantise(x, s, z, codes: CodeSpace):
-    """float32 codes clamp(rint(fl32(x / s)) + z, qmin, qmax), z for a non-finite x, and the straight-through mask
-    (True where the clamp did not act; False for a non-finite x)."""
-    unclamped = _unclamped(x, s, z)
-    finite = K.isfinite(x)
-    qmin, qmax = scalar(codes.qmin, x), scalar(codes.qmax, x)
-    q = K.where(finite, K.clip(unclamped, qmin, qmax), K.broadcast_to(z, K.shape(x)))
-    mask = K.logical_and(finite, K.logical_and(K.greater_equal(unclamped, qmin), K.less_equal(unclamped, qmax)))
-    return q, mask
+    """The codes clamp(rint(fl32(x / s)) + z, qmin, qmax) as uint8 bytes (a signed code by its two's complement: -1
+    is 255), z for a non-finite x, and the straight-through mask (True where the clamp did not act; False for a
+    non-finite x): one pass of the compiled quantiser (ops/cc/integer_quantise.h) where a composition of Keras ops
+    took about 15."""
+    return keras_ops.quantise(K.cast(x, "float32"), s, z, codes.qmin, codes.qmax)
+
+
+def _values(codes, signed: bool):
+    """uint8 bytes -> the codes' values as float32 (a signed code's byte read as two's complement)."""
+    values = K.cast(codes, "float32")
+    if not signed:
+        return values
+    return K.where(K.greater_equal(values, scalar(128.0, values)), K.subtract(values, scalar(256.0, values)), values)
 
 
 def _as_bytes(q):
@@ -135,20 +136,27 @@ def _quantised_step(x, kernel, codes: CodeSpace, activation_range, forward):
     rescale = K.where(K.logical_or(bad_channels, K.logical_not(all_finite(x))), scalar(float("nan"), rescale),
                       rescale)
 
-    q_x, mask_x = quantise(x, s_a, z_a, codes)
-    q_w, mask_w = quantise(kernel, s_w, z_w, codes)
-    y = forward(_as_bytes(q_x), _as_bytes(q_w), K.reshape(K.cast(z_a, "int32"), (1,)), K.cast(z_w, "int32"),
-                rescale)
-    return y, _Quantised(q_x, s_a, z_a, q_w, s_w, z_w, mask_x, mask_w)
+    b_x, mask_x = quantise(x, s_a, z_a, codes)
+    b_w, mask_w = quantise(kernel, s_w, z_w, codes)
+    y = forward(b_x, b_w, K.reshape(K.cast(z_a, "int32"), (1,)), K.cast(z_w, "int32"), rescale)
+    return y, _Quantised(b_x, s_a, z_a, b_w, s_w, z_w, mask_x, mask_w, codes.kind == "signed")
 
 
 class _Quantised:
-    """What a layer's gradients read of its forward: the codes (float32), scales and zero points of x and w, and the
-    straight-through masks."""
+    """What a layer's gradients read of its forward: the codes (uint8 bytes; q_x and q_w their values as float32),
+    scales and zero points of x and w, and the straight-through masks."""
 
-    def __init__(self, q_x, s_a, z_a, q_w, s_w, z_w, mask_x, mask_w):
-        self.q_x, self.s_a, self.z_a, self.q_w, self.s_w, self.z_w = q_x, s_a, z_a, q_w, s_w, z_w
-        self.mask_x, self.mask_w = mask_x, mask_w
+    def __init__(self, b_x, s_a, z_a, b_w, s_w, z_w, mask_x, mask_w, signed: bool):
+        self.b_x, self.s_a, self.z_a, self.b_w, self.s_w, self.z_w = b_x, s_a, z_a, b_w, s_w, z_w
+        self.mask_x, self.mask_w, self.signed = mask_x, mask_w, signed
+
+    @property
+    def q_x(self):
+        return _values(self.b_x, self.signed)
+
+    @property
+    def q_w(self):
+        return _values(self.b_w, self.signed)
 
     def dequantised(self):
         """x' = fl32((q - z) x s), w' likewise: |q - z| < 2^9, one rounding; computed when the gradient is, not at
@@ -238,8 +246,8 @@ def dense(x, kernel, mode: IntegerMode, activation_range, scheme=None, table=Non
         def gradients(upstream):
             if table_gradients:
                 image = lambda t: K.reshape(t, (-1, 1, 1, K.shape(t)[-1]))
-                as_conv = _Quantised(image(q.q_x), q.s_a, q.z_a, K.reshape(q.q_w, (1, 1, n_in, n_out)), q.s_w,
-                                     q.z_w, q.mask_x, q.mask_w)
+                as_conv = _Quantised(image(q.b_x), q.s_a, q.z_a, K.reshape(q.b_w, (1, 1, n_in, n_out)), q.s_w,
+                                     q.z_w, q.mask_x, q.mask_w, q.signed)
                 dx, dw = conv2d_table_gradients(image(rows), K.reshape(kernel, (1, 1, n_in, n_out)),
                                                 image(upstream), as_conv, codes, table, 1, "VALID", 1)
                 return _masked(K.reshape(dx, (-1, n_in)), K.reshape(dw, (n_in, n_out)), q.mask_x, q.mask_w)
@@ -265,7 +273,7 @@ def _gradient_codes(t, codes: CodeSpace):
     """A gradient tensor's float32 codes per tensor by its own range, and its scale (the zero point is the scheme's
     constant: symmetric schemes only)."""
     s, z = scales(*tensor_range(t), codes)
-    return quantise(t, s, z, codes)[0], s
+    return _values(quantise(t, s, z, codes)[0], codes.kind == "signed"), s
 
 
 def _upsampled(q, stride: int, axis: int, fill):

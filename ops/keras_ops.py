@@ -69,6 +69,18 @@ def int_conv2d_codes(x_codes, w_codes, table, zero_a, zero_w, rescale, signed_co
                                       padding=padding.lower(), dilation=dilations)
 
 
+def quantise(x, scale, zero, qmin: int, qmax: int):
+    """The integer modes' quantiser in one pass: (uint8 codes as bytes, bool mask where the clamp did not act) of
+    float32 x by scale and zero (1 value, or one per index of x's last axis); ops/cc/integer_quantise.h."""
+    if backend() == "tensorflow":
+        from ops.tf_binding import api  # here, not at the top: a torch-backend process loads no TensorFlow
+
+        return api.quantise(x, scale, zero, qmin, qmax)
+    from ops.torch_binding import ops as torch_ops  # here, not at the top: a TF-backend process loads no torch
+
+    return torch_ops.quantise(x, scale, zero, qmin, qmax)
+
+
 def conv2d_backprop_input(input_shape, kernel, dy, strides, padding: str, dilations, multiplier: str):
     """dx (NHWC, of `input_shape`) of conv2d(x, kernel): dy (*) kernel^T through the multiplier; kernel HWIO."""
     if backend() == "tensorflow":

@@ -21,7 +21,8 @@ from pathlib import Path
 
 SOURCE_DIR = Path(__file__).resolve().parents[1] / "cc"
 # The framework-free CPU core, compiled into every library.
-CORE_SOURCES = ("conv_cpu.cc", "gemm_cpu.cc", "integer_conv_cpu.cc", "multiplier_setup.cc")
+CORE_SOURCES = ("conv_cpu.cc", "gemm_cpu.cc", "integer_conv_cpu.cc", "integer_quantise_cpu.cc",
+                "multiplier_setup.cc")
 # The framework-free CUDA core, compiled by nvcc into every GPU library.
 CUDA_SOURCES = ("gemm_cuda.cu", "gemm_cuda_conv.cu", "gemm_cuda_input_grad.cu", "gemm_cuda_filter_grad.cu",
                 "gemm_cuda_streams.cu", "gemm_cuda_layouts.cu", "integer_conv_cuda.cu")
@@ -113,8 +114,9 @@ def compiler_version(cxx: str) -> str:
 
 
 def source_hash() -> str:
-    """A hash of every kernel source (C++, CUDA and their headers): part of every cache key."""
-    digest = hashlib.sha256()
+    """A hash of every kernel source (C++, CUDA and their headers) and of which of them the core compiles: part of
+    every cache key."""
+    digest = hashlib.sha256(" ".join((*CORE_SOURCES, *CUDA_SOURCES)).encode())
     for path in sorted(SOURCE_DIR.glob("*")):
         if path.suffix in (".h", ".cc", ".cu", ".cuh"):
             digest.update(path.name.encode())

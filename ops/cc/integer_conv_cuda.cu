@@ -1,5 +1,6 @@
-// The integer modes' forward conv on the GPU (integer_conv.h's gpu::int_conv2d): 8-bit codes, every product an
-// entry of a 256 x 256 table, exact integer sums, one rescale; bit for bit ops/modes/integer_reference.py.
+// The integer modes on the GPU: the forward conv (integer_conv.h's gpu::int_conv2d: 8-bit codes, every product an
+// entry of a 256 x 256 table, exact integer sums, one rescale; bit for bit ops/modes/integer_reference.py) and, at
+// the end, the quantiser that makes its codes (integer_quantise.h's gpu::quantise).
 //
 // The products are shared-memory lookups, and a warp's lookup is one wavefront only when its 32 lanes read 32
 // different banks (or the same word). The table itself does not allow that: lanes holding 32 output channels of one
@@ -34,6 +35,7 @@
 #include "gemm_cuda.h"
 #include "gemm_cuda_launch.cuh"
 #include "integer_conv.h"
+#include "integer_quantise.h"
 
 namespace amdnn {
 namespace gpu {
@@ -457,7 +459,28 @@ DeviceFacts device_facts() {
 
 bool aligned(const void* pointer, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(pointer) % bytes == 0; }
 
+// The quantiser (integer_quantise.h), a value a thread in a grid-strided loop.
+__global__ void quantise_kernel(const float* x, int64_t count, QuantiseArgs args, uint8_t* codes, bool* in_range) {
+  wait_for_prior_kernel();
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += step) {
+    const int64_t c = args.channels == 1 ? 0 : i % args.channels;
+    bool mask = false;
+    codes[i] = quantised_byte(__ldg(x + i), __ldg(args.scale + c), __ldg(args.zero + c), args.qmin, args.qmax, &mask);
+    in_range[i] = mask;
+  }
+}
+
 }  // namespace
+
+LaunchStatus quantise(const float* x, int64_t count, const QuantiseArgs& args, uint8_t* codes, bool* in_range,
+                      cudaStream_t stream) {
+  if (count <= 0) return {};
+  // Enough blocks of 256 to fill any GPU several times over; more would only add blocks that find no work.
+  const int64_t blocks = std::min<int64_t>((count + 255) / 256, 65536);
+  return launch_kernel(true, quantise_kernel, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, stream, x, count,
+                       args, codes, in_range);
+}
 
 LaunchStatus int_conv2d(const ConvGeometry& g, const uint8_t* x, const uint8_t* w, const IntConvArgs& args, float* y,
                         cudaStream_t stream) {

@@ -11,6 +11,7 @@
 //   void conv2d_backprop_filter(ctx, mult, g, x, dy, dw);  matmul(ctx, mult, a, b, c, m, n, k, ta, tb);
 //       on the device's memory; a failed launch fails ctx
 //   void int_conv2d(ctx, g, x, w, args, y);   the integer op (integer_conv.h), for IntConv2DOp
+//   void quantise(ctx, x, count, args, codes, in_range);   the integer modes' quantiser (integer_quantise.h)
 #ifndef AMDNN_OPS_CC_KERNELS_COMMON_H_
 #define AMDNN_OPS_CC_KERNELS_COMMON_H_
 
@@ -20,6 +21,7 @@
 
 #include "conv_geometry.h"
 #include "integer_conv.h"
+#include "integer_quantise.h"
 #include "multiplier_setup.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
@@ -295,6 +297,51 @@ class IntConv2DOp : public OpKernel {
  private:
   ConvAttrs attrs_;
   bool signed_codes_ = true;
+  Backend backend_;
+};
+
+// ------------------------------------------------------------------------------------------------ quantiser
+
+// AmdnnQuantise: the integer modes' quantiser (integer_quantise.h). Inputs: values (float, any shape), scale and
+// zero (float, 1 value, or one per index of the last axis), in the device's memory. The backend's quantise(ctx, x,
+// count, args, codes, in_range) launches it.
+template <typename Backend>
+class QuantiseOp : public OpKernel {
+ public:
+  explicit QuantiseOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    int64_t qmin = 0, qmax = 0;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("qmin", &qmin));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("qmax", &qmax));
+    OP_REQUIRES(ctx, quantise_codes_ok(qmin, qmax),
+                errors::InvalidArgument(name(), ": codes [", qmin, ", ", qmax, "] ", kQuantiseCodesRule));
+    args_.qmin = static_cast<float>(qmin);
+    args_.qmax = static_cast<float>(qmax);
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& x = ctx->input(0);
+    const Tensor& scale = ctx->input(1);
+    const Tensor& zero = ctx->input(2);
+    const int64_t channels = scale.NumElements();
+    const int64_t last = x.dims() > 0 ? x.dim_size(x.dims() - 1) : 1;
+    OP_REQUIRES(ctx, zero.NumElements() == channels && (channels == 1 || (x.dims() > 0 && channels == last)),
+                errors::InvalidArgument(name(), ": scale and zero must hold 1 value, or one per index of the input's "
+                                        "last axis (", last, "); got shapes ", scale.shape().DebugString(), " and ",
+                                        zero.shape().DebugString(), " for input ", x.shape().DebugString()));
+    Tensor* codes = nullptr;
+    Tensor* in_range = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &codes));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, x.shape(), &in_range));
+    QuantiseArgs args = args_;
+    args.scale = scale.flat<float>().data();
+    args.zero = zero.flat<float>().data();
+    args.channels = channels;
+    backend_.quantise(ctx, x.flat<float>().data(), x.NumElements(), args, codes->flat<uint8_t>().data(),
+                      in_range->flat<bool>().data());
+  }
+
+ private:
+  QuantiseArgs args_;
   Backend backend_;
 };
 

@@ -55,6 +55,10 @@ class CpuBackend {
                   const IntConvArgs& args, float* y) {
     int_conv2d_cpu(g, x, w, args, y, thread_pool(ctx));
   }
+  void quantise(OpKernelContext* ctx, const float* x, int64_t count, const QuantiseArgs& args, uint8_t* codes,
+                bool* in_range) {
+    quantise_cpu(x, count, args, codes, in_range, thread_pool(ctx));
+  }
   void matmul(OpKernelContext* ctx, const Multiplier& mult, const float* a, const float* b, float* c, int64_t m,
               int64_t n, int64_t k, bool transpose_a, bool transpose_b) {
     matmul_cpu(mult, a, b, c, m, n, k, transpose_a, transpose_b, thread_pool(ctx), num_threads(ctx));
@@ -126,6 +130,7 @@ REGISTER_KERNEL_BUILDER(Name("AmdnnConv2DBackpropFilter").Device(::tensorflow::D
                         Conv2DBackpropFilterOp<CpuBackend>);
 REGISTER_KERNEL_BUILDER(Name("AmdnnMatMul").Device(::tensorflow::DEVICE_CPU), MatMulOp<CpuBackend>);
 REGISTER_KERNEL_BUILDER(Name("AmdnnIntConv2D").Device(::tensorflow::DEVICE_CPU), IntConv2DOp<CpuBackend>);
+REGISTER_KERNEL_BUILDER(Name("AmdnnQuantise").Device(::tensorflow::DEVICE_CPU), QuantiseOp<CpuBackend>);
 
 }  // namespace kernels
 }  // namespace amdnn

@@ -137,6 +137,10 @@ class GpuBackend {
                   const IntConvArgs& args, float* y) {
     launched(ctx, gpu::int_conv2d(g, x, w, args, y, stream_of(ctx)));
   }
+  void quantise(OpKernelContext* ctx, const float* x, int64_t count, const QuantiseArgs& args, uint8_t* codes,
+                bool* in_range) {
+    launched(ctx, gpu::quantise(x, count, args, codes, in_range, stream_of(ctx)));
+  }
 
  private:
   struct DeviceTable {
@@ -159,6 +163,7 @@ REGISTER_KERNEL_BUILDER(
     Conv2DBackpropFilterOp<GpuBackend>);
 REGISTER_KERNEL_BUILDER(Name("AmdnnMatMul").Device(DEVICE_GPU).HostMemory("table"), MatMulOp<GpuBackend>);
 REGISTER_KERNEL_BUILDER(Name("AmdnnIntConv2D").Device(DEVICE_GPU), IntConv2DOp<GpuBackend>);
+REGISTER_KERNEL_BUILDER(Name("AmdnnQuantise").Device(DEVICE_GPU), QuantiseOp<GpuBackend>);
 
 }  // namespace kernels
 }  // namespace amdnn

@@ -129,6 +129,23 @@ REGISTER_OP("AmdnnIntConv2D")
     .Doc("The integer modes' forward: NHWC codes conv HWIO codes, every product an entry of the 256 x 256 table, "
          "exact integer sums with the zero-point terms, rescaled per output channel (integer_conv.h).");
 
+REGISTER_OP("AmdnnQuantise")
+    .Input("input: float")
+    .Input("scale: float")
+    .Input("zero: float")
+    .Output("codes: uint8")
+    .Output("in_range: bool")
+    .Attr("qmin: int")
+    .Attr("qmax: int")
+    .SetShapeFn([](InferenceContext* c) {
+      c->set_output(0, c->input(0));
+      c->set_output(1, c->input(0));
+      return Status();
+    })
+    .Doc("The integer modes' quantiser: each value's 8-bit code clamp(rint(input / scale) + zero, qmin, qmax) as a "
+         "byte (zero for a NaN or an infinity) and whether the clamp did not act (integer_quantise.h); scale and zero "
+         "hold one value, or one per index of the input's last axis.");
+
 REGISTER_OP("AmdnnPathCounts")
     .Output("counts: int64")
     .SetIsStateful()  // a fresh reading at every run: never folded or cached

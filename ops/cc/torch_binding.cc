@@ -16,6 +16,7 @@
 
 #include "conv_cpu.h"
 #include "integer_conv.h"
+#include "integer_quantise.h"
 #include "multiplier_setup.h"
 
 #if defined(AMDNN_WITH_CUDA)
@@ -242,6 +243,44 @@ Tensor int_conv2d_cpu_kernel(const Tensor& x, const Tensor& w, const Tensor& tab
   return y;
 }
 
+// ------------------------------------------------------------------------------------------------ quantiser
+
+// The quantiser's checks, on any device: x float32 (any shape), scale and zero float32 of 1 value or one per index
+// of x's last axis, on x's device; codes within one kind's bytes. Returns the arguments (pointers into the contiguous
+// tensors, which `keep` holds) and allocates the outputs.
+QuantiseArgs quantise_setup(const Tensor& x, const Tensor& scale, const Tensor& zero, int64_t qmin, int64_t qmax,
+                            std::vector<Tensor>* keep, Tensor* codes, Tensor* in_range) {
+  check_float(x, "x", "quantise");
+  check_float(scale, "scale", "quantise");
+  check_float(zero, "zero", "quantise");
+  for (const Tensor* t : {&scale, &zero}) check_same_device(x, *t, "quantise");
+  const int64_t channels = scale.numel(), last = x.dim() > 0 ? x.size(-1) : 1;
+  TORCH_CHECK(zero.numel() == channels && (channels == 1 || (x.dim() > 0 && channels == last)),
+              "amdnn.quantise: scale and zero must hold 1 value, or one per index of x's last axis (", last,
+              "); got ", scale.sizes(), " and ", zero.sizes(), " for x ", x.sizes());
+  TORCH_CHECK(quantise_codes_ok(qmin, qmax), "amdnn.quantise: codes [", qmin, ", ", qmax, "] ", kQuantiseCodesRule);
+  *keep = {x.contiguous(), scale.contiguous(), zero.contiguous()};
+  *codes = torch::empty(x.sizes(), x.options().dtype(torch::kUInt8));
+  *in_range = torch::empty(x.sizes(), x.options().dtype(torch::kBool));
+  QuantiseArgs args;
+  args.scale = (*keep)[1].data_ptr<float>();
+  args.zero = (*keep)[2].data_ptr<float>();
+  args.channels = channels;
+  args.qmin = static_cast<float>(qmin);
+  args.qmax = static_cast<float>(qmax);
+  return args;
+}
+
+std::tuple<Tensor, Tensor> quantise_cpu_kernel(const Tensor& x, const Tensor& scale, const Tensor& zero, int64_t qmin,
+                                               int64_t qmax) {
+  std::vector<Tensor> keep;
+  Tensor codes, in_range;
+  const QuantiseArgs args = quantise_setup(x, scale, zero, qmin, qmax, &keep, &codes, &in_range);
+  quantise_cpu(keep[0].data_ptr<float>(), keep[0].numel(), args, codes.data_ptr<uint8_t>(), in_range.data_ptr<bool>(),
+               torch_parallel_for);
+  return {codes, in_range};
+}
+
 // ------------------------------------------------------------------------------------------------ CUDA
 
 #if defined(AMDNN_WITH_CUDA)
@@ -380,6 +419,19 @@ Tensor int_conv2d_cuda_kernel(const Tensor& x, const Tensor& w, const Tensor& ta
   return y;
 }
 
+// The quantiser on the GPU: quantise_setup's checks and outputs (on x's CUDA device), then the CUDA core.
+std::tuple<Tensor, Tensor> quantise_cuda_kernel(const Tensor& x, const Tensor& scale, const Tensor& zero, int64_t qmin,
+                                                int64_t qmax) {
+  std::vector<Tensor> keep;
+  Tensor codes, in_range;
+  const QuantiseArgs args = quantise_setup(x, scale, zero, qmin, qmax, &keep, &codes, &in_range);
+  const c10::cuda::CUDAGuard guard(x.device());  // after the checks, as int_conv2d's
+  check_launch(gpu::quantise(keep[0].data_ptr<float>(), keep[0].numel(), args, codes.data_ptr<uint8_t>(),
+                             in_range.data_ptr<bool>(), at::cuda::getCurrentCUDAStream().stream()),
+               "quantise");
+  return {codes, in_range};
+}
+
 std::vector<int64_t> gpu_path_counts() {
   const gpu::PathCounts counts = gpu::path_counts();
   return {static_cast<int64_t>(counts.fast), static_cast<int64_t>(counts.generic)};
@@ -411,6 +463,7 @@ TORCH_LIBRARY(amdnn, m) {
   m.def("products(Tensor a, Tensor b, Tensor table, str multiplier) -> Tensor");
   m.def("int_conv2d(Tensor x, Tensor w, Tensor table, Tensor zero_a, Tensor zero_w, Tensor rescale, "
         "bool signed_codes, int[] stride, int[] padding, int[] dilation) -> Tensor");
+  m.def("quantise(Tensor x, Tensor scale, Tensor zero, int qmin, int qmax) -> (Tensor, Tensor)");
   m.def("gpu_path_counts() -> int[]", &gpu_path_counts);
   m.def("cpu_path_counts() -> int[]", &cpu_path_counts);
 }
@@ -422,6 +475,7 @@ TORCH_LIBRARY_IMPL(amdnn, CPU, m) {
   m.impl("matmul", &matmul_cpu_kernel);
   m.impl("products", &products_cpu_kernel);
   m.impl("int_conv2d", &int_conv2d_cpu_kernel);
+  m.impl("quantise", &quantise_cpu_kernel);
 }
 
 #if defined(AMDNN_WITH_CUDA)
@@ -431,6 +485,7 @@ TORCH_LIBRARY_IMPL(amdnn, CUDA, m) {
   m.impl("conv2d_backward_filter", &conv2d_backward_filter_cuda_kernel);
   m.impl("matmul", &matmul_cuda_kernel);
   m.impl("int_conv2d", &int_conv2d_cuda_kernel);
+  m.impl("quantise", &quantise_cuda_kernel);
 }
 #endif
 

@@ -80,6 +80,14 @@ def int_conv2d_codes(x_codes, w_codes, table, zero_a, zero_w, rescale, signed_co
                                       dilations=_pair(dilations, "dilations"), padding=str(padding).upper())
 
 
+def quantise(x, scale, zero, qmin: int, qmax: int):
+    """The integer modes' quantiser (ops/cc/integer_quantise.h): (uint8 codes clamp(rint(x / scale) + zero, qmin,
+    qmax) as bytes, zero for a NaN or an infinity; bool mask where the clamp did not act). x float32 of any shape,
+    scale and zero float32 of 1 value or one per index of x's last axis. No gradient (codes are not
+    differentiable)."""
+    return library().amdnn_quantise(x, scale, zero, qmin=int(qmin), qmax=int(qmax))
+
+
 def conv2d_backprop_input(input_shape, w, dy, strides=1, padding="SAME", dilations=1, multiplier="acc32"):
     """dx of conv2d(x, w) for x of `input_shape`: dy (*) w^T through the multiplier (dy the left operand)."""
     attr, table = kernel_arguments(multiplier)

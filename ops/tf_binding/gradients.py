@@ -57,6 +57,7 @@ def _matmul_grad(op, grad):
     return product(b, grad, ta=True, tb=True), product(grad, a, ta=True, tb=True), None
 
 
-# The integer op multiplies codes, which have no gradient: its layers take theirs from ops.keras_integer (the
-# straight-through estimator).
+# The integer op multiplies codes, and the quantiser makes them: codes have no gradient, the layers take theirs
+# from ops.keras_integer (the straight-through estimator, or the table's).
 tf.no_gradient("AmdnnIntConv2D")
+tf.no_gradient("AmdnnQuantise")

@@ -310,6 +310,13 @@ def int_conv2d_codes(x_codes, w_codes, table, zero_a, zero_w, rescale, signed_co
                                       stride_pair, pads, dilation_pair)
 
 
+def quantise(x, scale, zero, qmin: int, qmax: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The integer modes' quantiser (ops/cc/integer_quantise.h): uint8 codes clamp(rint(x / scale) + zero, qmin, qmax)
+    as bytes (zero for a NaN or an infinity) and the bool mask where the clamp did not act; x float32 of any shape,
+    scale and zero float32 of 1 value or one per index of x's last axis, on x's device. No autograd."""
+    return torch.ops.amdnn.quantise(x, scale, zero, int(qmin), int(qmax))
+
+
 def conv2d_backward_input(input_size, w, dy, stride=1, padding="same", dilation=1, multiplier="acc32"):
     """dx [N, C, H, W] of conv2d(x, w) (x of `input_size`, NCHW; w OIHW; dy NCHW) through the multiplier."""
     stride_pair, dilation_pair = _pair(stride, "stride"), _pair(dilation, "dilation")

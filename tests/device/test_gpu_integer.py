@@ -1,6 +1,7 @@
 """The integer modes' forward conv on a GPU (torch.ops.amdnn.int_conv2d, ops/cc/integer_conv_cuda.cu) bit for bit
 against numpy: the exact integer sums of ops/modes/integer_reference.accumulate on the im2col patches (padding taps
-the code zero_a), then fl32(fl32(acc) x rescale), with random codes, tables, zero points and rescales.
+the code zero_a), then fl32(fl32(acc) x rescale), with random codes, tables, zero points and rescales; and the
+quantiser that makes the codes (torch.ops.amdnn.quantise) against the reference's bytes and masks.
 
 The CPU kernel (ops/cc/integer_conv_cpu.cc) must give the same bits, and is compared too. Needs torch with CUDA,
 nvcc and a GPU (not part of CI): `bash tests/device/run_on_gpu.sh -k integer`.
@@ -18,6 +19,7 @@ import torch
 
 from ops.build.torch_library import load
 from ops.modes.integer_reference import SMALLEST_NORMAL, accumulate
+from tests.ops import quantiser_cases
 
 if not torch.cuda.is_available():
     pytest.fail("tests/device needs a CUDA GPU (run them on the GPU machine with tests/device/run_on_gpu.sh)",
@@ -188,6 +190,21 @@ def test_empty_output():
                                    torch.zeros(4, dtype=torch.int32, device=DEVICE),
                                    torch.ones(4, device=DEVICE), True, [1, 1], [1, 1, 1, 1], [1, 1])
     assert y.shape == (0, 5, 5, 4)
+
+
+@pytest.mark.parametrize("codes", quantiser_cases.CODE_SPACES, ids=lambda c: f"{c.kind}-{c.scheme}")
+@pytest.mark.parametrize("shape,per_channel", [((7, 5, 33), True), ((300, 1000), True), ((3, 70001), False)])
+def test_quantiser_bit_exact(codes, shape, per_channel):
+    """torch.ops.amdnn.quantise on the GPU (integer_conv_cuda.cu): bytes and masks the reference's, and the CPU
+    kernel's, on the values where each rule acts (tests/ops/quantiser_cases.py)."""
+    scale, zero = quantiser_cases.scales(codes, shape[-1] if per_channel else 1)
+    x = quantiser_cases.values(shape, float(scale[0]), float(zero[0]), codes.qmin, codes.qmax)
+    want_bytes, want_mask = quantiser_cases.expected(x, scale, zero, codes)
+    for device in (DEVICE, torch.device("cpu")):
+        got_bytes, got_mask = torch.ops.amdnn.quantise(*(torch.as_tensor(t).to(device) for t in (x, scale, zero)),
+                                                       codes.qmin, codes.qmax)
+        assert np.array_equal(got_bytes.cpu().numpy(), want_bytes), device
+        assert np.array_equal(got_mask.cpu().numpy(), want_mask), device
 
 
 # The bad calls run in a child process, one after the other: a C++ exception of the binding ends the process on the
