@@ -14,7 +14,9 @@ installed and sees a GPU, else torch.
    GPU against CPU within fp32 summation tolerance (relative Frobenius error <= 1e-5; the two sum in different
    orders).
 3. The integer modes' op (8-bit codes, table products, exact integer sums): the same conv geometries on random codes,
-   zero points and tables (signed and unsigned, reaching both ends of their ranges), GPU bits == CPU bits.
+   zero points and tables (signed and unsigned, reaching both ends of their ranges), GPU bits == CPU bits; and their
+   quantiser (every code space, per tensor and per channel, on values with every special one among them), GPU codes
+   and masks == CPU ones.
 4. Speed (unless --no-speed): forward + both gradients of three ResNet-18 CIFAR conv shapes at batch 128 under acc32,
    am16 and am32, as the ratio to the framework's own fp32 convolution (cuDNN) on the same shapes in the same run.
 
@@ -129,6 +131,29 @@ def check_integer(framework, signed: bool) -> str | None:
     return None
 
 
+# The quantiser's code spaces, (qmin, qmax, zero points' range): signed and unsigned, symmetric and asymmetric.
+QUANTISER_CODES = [(-127, 127, (0, 0)), (-128, 127, (-128, 127)), (1, 255, (128, 128)), (0, 255, (0, 255))]
+
+
+def check_quantiser(framework) -> str | None:
+    """The integer modes' quantiser on GPU and CPU: the same codes and masks, per tensor and per last-axis channel,
+    on values over the codes' range and past it with NaN, infinities, subnormals and signed zeros among them."""
+    rng = np.random.default_rng(20261129)
+    specials = np.array([np.nan, np.inf, -np.inf, 1e-40, -1e-40, 0.0, -0.0, 3.4e38, -3.4e38], np.float32)
+    for qmin, qmax, (zmin, zmax) in QUANTISER_CODES:
+        for channels in (1, 96):
+            x = (rng.standard_normal((64, 96)) * 60).astype(np.float32)
+            x.reshape(-1)[:specials.size] = specials
+            scale = (rng.random(channels) + 0.25).astype(np.float32)
+            zero = rng.integers(zmin, zmax + 1, channels).astype(np.float32)
+            (gpu_codes, gpu_mask), (cpu_codes, cpu_mask) = (framework.quantise(x, scale, zero, qmin, qmax, device)
+                                                            for device in ("gpu", "cpu"))
+            if not (np.array_equal(gpu_codes, cpu_codes) and np.array_equal(gpu_mask, cpu_mask)):
+                return (f"codes [{qmin}, {qmax}], {channels} scale(s): {(gpu_codes != cpu_codes).sum()} of "
+                        f"{x.size} codes and {(gpu_mask != cpu_mask).sum()} masks differ")
+    return None
+
+
 def speed_table(framework, repeats: int = 5) -> list[str]:
     lines = [f"{'shape (batch 128)':28s} {'cuDNN fp32':>11s} " + " ".join(f"{m:>13s}" for m in SPEED_MODES)]
     totals = dict.fromkeys((CUDNN, *SPEED_MODES), 0.0)
@@ -180,6 +205,12 @@ def main(argv=None) -> int:
         if failure:
             print(f"  {label}: {failure}", flush=True)
             failures.append(f"{label}: {failure}")
+    failure = check_quantiser(framework)
+    print(f"{'quantiser':16s} codes and masks GPU == CPU: {'bit-exact: ok' if not failure else 'MISMATCH'}",
+          flush=True)
+    if failure:
+        print(f"  quantiser: {failure}", flush=True)
+        failures.append(f"quantiser: {failure}")
     if not args.no_speed:
         print("forward + both gradients on the GPU, median of 5 (ratio to cuDNN fp32):")
         print("\n".join(speed_table(framework)))

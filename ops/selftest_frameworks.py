@@ -87,6 +87,11 @@ class TorchFramework:
         return self.ops.int_conv2d_codes(t(x), t(w), t(table), t(np.array([zero_a], np.int32)), t(zero_w),
                                          t(rescale), signed, stride, padding.lower(), dilation).cpu().numpy()
 
+    def quantise(self, x, scale, zero, qmin, qmax, device):
+        codes, mask = self.ops.quantise(self._tensor(x, device), self._tensor(scale, device),
+                                        self._tensor(zero, device), qmin, qmax)
+        return codes.cpu().numpy(), mask.cpu().numpy()
+
     def conv_step_ms(self, x, w, stride, mode, repeats):
         torch = self.torch
         xt = self._tensor(x, "gpu").permute(0, 3, 1, 2).requires_grad_()
@@ -151,6 +156,11 @@ class TensorFlowFramework:
         with self._device(device):
             return self.api.int_conv2d_codes(x, w, table, np.array([zero_a], np.int32), zero_w, rescale, signed,
                                              stride, padding, dilation).numpy()
+
+    def quantise(self, x, scale, zero, qmin, qmax, device):
+        with self._device(device):
+            codes, mask = self.api.quantise(x, scale, zero, qmin, qmax)
+            return codes.numpy(), mask.numpy()
 
     def conv_step_ms(self, x, w, stride, mode, repeats):
         tf = self.tf
