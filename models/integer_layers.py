@@ -18,7 +18,7 @@ import keras
 from keras import ops as K
 
 from ops import keras_integer, keras_ops
-from ops.modes.integer_reference import integer_mode, table_gradient_codes
+from ops.modes.integer_reference import integer_mode
 
 
 def _spatial_arg(values, what):
@@ -33,8 +33,6 @@ class _RangeMixin:
 
     def _setup_integer(self, multiplier, exact_gradients, table_gradients):
         self.mode = integer_mode(multiplier)  # ValueError naming the valid modes or the bad table file
-        if table_gradients:
-            table_gradient_codes(self.mode)  # ValueError for an asymmetric scheme, before any step
         keras_ops.backend()
         self.multiplier = multiplier
         self.exact_gradients = bool(exact_gradients)

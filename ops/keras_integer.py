@@ -24,8 +24,7 @@ import numpy as np
 from keras import ops as K
 
 from ops import keras_ops
-from ops.modes.integer_reference import (MOMENTUM, SMALLEST_NORMAL, CodeSpace, IntegerMode, code_space,
-                                         table_gradient_codes)
+from ops.modes.integer_reference import MOMENTUM, SMALLEST_NORMAL, CodeSpace, IntegerMode, axis_pair, code_space
 from ops.modes.reference import output_size
 
 _GRADIENT_MODE = "acc32"  # the straight-through gradient's products (the spec's "Gradients")
@@ -165,11 +164,10 @@ class _Quantised:
                 K.multiply(K.subtract(self.q_w, self.z_w), self.s_w))
 
 
-def _layer_setup(mode: IntegerMode, scheme, table, activation_range, table_gradients: bool):
+def _layer_setup(mode: IntegerMode, scheme, table, activation_range):
     """What conv2d and dense read before their step: the codes, the table as a tensor (table_entries when the layer
-    passes none), the activation range cut from the gradient, and whether the codes are signed. Table gradients
-    need a symmetric scheme (ValueError otherwise)."""
-    codes = table_gradient_codes(mode, scheme) if table_gradients else code_space(mode, scheme)
+    passes none), the activation range cut from the gradient, and whether the codes are signed."""
+    codes = code_space(mode, scheme)
     if table is None:
         table = K.convert_to_tensor(table_entries(mode))
     lo, hi = (K.stop_gradient(K.cast(bound, "float32")) for bound in activation_range)
@@ -204,7 +202,7 @@ def conv2d(x, kernel, mode: IntegerMode, activation_range, strides, padding: str
     hi) quantises x (the layer's running range, or the batch's own); the kernel's range is its own, per output
     channel. `table` is the mode's entries as a tensor on x's device (table_entries, made once by the layer).
     table_gradients: the backward through the table too (conv2d_table_gradients), else straight-through."""
-    codes, table, activation_range, signed = _layer_setup(mode, scheme, table, activation_range, table_gradients)
+    codes, table, activation_range, signed = _layer_setup(mode, scheme, table, activation_range)
 
     def step(x, kernel):
         forward = lambda xb, wb, z_a, z_w, rescale: keras_ops.int_conv2d_codes(
@@ -233,7 +231,7 @@ def dense(x, kernel, mode: IntegerMode, activation_range, scheme=None, table=Non
     row; the straight-through gradients are acc32's matmuls, dx = dy w'^T and dw = x'^T dy: the same products and
     sums as the conv's gradient kernels (the spec's), about 5x faster on a 1 x 1 image (784 -> 300 at batch 128: 2.8
     against 15 ms on 2 AVX2 cores). table_gradients: the 1 x 1 conv's gradients through the table."""
-    codes, table, activation_range, signed = _layer_setup(mode, scheme, table, activation_range, table_gradients)
+    codes, table, activation_range, signed = _layer_setup(mode, scheme, table, activation_range)
     n_in, n_out = K.shape(kernel)[-2], K.shape(kernel)[-1]
     rows = K.reshape(x, (-1, n_in))
 
@@ -265,15 +263,23 @@ def dense(x, kernel, mode: IntegerMode, activation_range, scheme=None, table=Non
 # ------------------------------------------------------------------------------------- backward through the table
 
 
-def _pair(value) -> tuple[int, int]:
-    return (int(value), int(value)) if np.isscalar(value) else tuple(int(v) for v in value)
-
-
 def _gradient_codes(t, codes: CodeSpace):
-    """A gradient tensor's float32 codes per tensor by its own range, and its scale (the zero point is the scheme's
-    constant: symmetric schemes only)."""
+    """A gradient tensor's float32 codes per tensor by its own range, its scale and its zero point (_zero_point)."""
     s, z = scales(*tensor_range(t), codes)
-    return _values(quantise(t, s, z, codes)[0], codes.kind == "signed"), s
+    return _values(quantise(t, s, z, codes)[0], codes.kind == "signed"), s, _zero_point(z, codes)
+
+
+def _zero_point(z, codes: CodeSpace):
+    """A per-tensor zero point as the table gradients use it: the scheme's constant as a Python number where it has
+    one (symmetric: 0 or 128, every operand's), else the tensor z (asymmetric: the range's)."""
+    if codes.scheme == "symmetric":
+        return 0.0 if codes.kind == "signed" else 128.0
+    return z
+
+
+def _as_operand(value, like):
+    """A zero point for ops with `like`: a Python number through scalar(), a tensor as it is."""
+    return scalar(value, like) if isinstance(value, (int, float)) else value
 
 
 def _upsampled(q, stride: int, axis: int, fill):
@@ -281,7 +287,8 @@ def _upsampled(q, stride: int, axis: int, fill):
     if stride == 1:
         return q
     n = q.shape[axis]
-    filler = K.repeat(K.add(K.zeros_like(K.expand_dims(q, axis + 1)), fill), stride - 1, axis=axis + 1)
+    filler = K.repeat(K.add(K.zeros_like(K.expand_dims(q, axis + 1)), _as_operand(fill, q)), stride - 1,
+                      axis=axis + 1)
     joined = K.concatenate([K.expand_dims(q, axis + 1), filler], axis=axis + 1)
     shape = [-1, *q.shape[1:]]
     shape[axis] = n * stride
@@ -289,16 +296,22 @@ def _upsampled(q, stride: int, axis: int, fill):
     return joined[:, :(n - 1) * stride + 1] if axis == 1 else joined[:, :, :(n - 1) * stride + 1]
 
 
-def _padded(q, before: tuple[int, int], after: tuple[int, int], fill: float):
-    """q [N, H, W, C] with `before`/`after` rows and columns of codes `fill` on each side (a negative count crops)."""
+def _padded(q, before: tuple[int, int], after: tuple[int, int], fill):
+    """q [N, H, W, C] with `before`/`after` rows and columns of codes `fill` on each side (a negative count crops).
+    A tensor fill (an asymmetric zero point) pads q - fill with zeros and adds it back, exact on codes: torch pads
+    with numbers only, and reading a number off a device tensor would stop a captured CUDA graph."""
     q = q[:, max(0, -before[0]):q.shape[1] - max(0, -after[0]), max(0, -before[1]):q.shape[2] - max(0, -after[1])]
     widths = [[0, 0], [max(0, before[0]), max(0, after[0])], [max(0, before[1]), max(0, after[1])], [0, 0]]
-    return K.pad(q, widths, constant_values=fill) if any(max(w) for w in widths) else q
+    if not any(max(w) for w in widths):
+        return q
+    if isinstance(fill, (int, float)):
+        return K.pad(q, widths, constant_values=fill)
+    return K.add(K.pad(K.subtract(q, fill), widths), fill)
 
 
-def _zero_points(like, z: float):
-    """int32 of like's shape, every element the zero point z (the scheme's, every operand's)."""
-    return K.cast(K.add(K.zeros_like(like), scalar(z, like)), "int32")
+def _zero_points(like, z):
+    """int32 of like's shape, every element the zero point z (a Python number or a 0-d tensor)."""
+    return K.cast(K.add(K.zeros_like(like), _as_operand(z, like)), "int32")
 
 
 def _on_gpu(t) -> bool:
@@ -307,38 +320,43 @@ def _on_gpu(t) -> bool:
     return getattr(device, "type", None) == "cuda" or "GPU" in str(device or "").upper()
 
 
-def _split_tables(table, z: float):
-    """The table centred on the zero point z, T'[a, w] = T[a, w] - z a - z w + z^2 (z = 0: T itself; codes a, w by
-    their values), cut into bytes: (lo, hi) int32 [65536] with T' = 256 hi + lo, 0 <= lo < 256, |hi| <= 257. Made of
-    Keras ops on the table's device (no host constant: a captured CUDA graph cannot copy one)."""
+def _split_tables(table, z_a, z_w, signed: bool):
+    """The table centred on the zero points (z_a of the first operand, z_w of the second), T'[a, w] = T[a, w] - z_w a
+    - z_a w + z_a z_w (both 0: T itself; codes a, w by their values), cut into bytes: (lo, hi) int32 [65536] with
+    T' = 256 hi + lo, 0 <= lo < 256, |hi| <= 510 (|T'| <= 65535 + 2 x 255^2). Made of Keras ops on the table's device
+    (no host constant: a captured CUDA graph cannot copy one)."""
     centred = K.cast(table, "float32")  # |T'| < 2^18: exact in fp32, and so are the byte cuts below
-    if z:
+    if not (isinstance(z_a, (int, float)) and isinstance(z_w, (int, float)) and z_a == z_w == 0):
         index = K.cast(K.arange(256 * 256, dtype="int32"), "float32")
         a = K.floor(K.divide(index, scalar(256.0, centred)))
-        w = K.subtract(index, K.multiply(a, scalar(256.0, centred)))  # unsigned codes: the byte is the value
-        centred = K.add(K.subtract(centred, K.multiply(K.add(a, w), scalar(z, centred))), scalar(z * z, centred))
+        w = K.subtract(index, K.multiply(a, scalar(256.0, centred)))  # the bytes
+        if signed:  # a signed code's value: its byte read as two's complement
+            a, w = (K.where(K.greater_equal(v, scalar(128.0, v)), K.subtract(v, scalar(256.0, v)), v) for v in (a, w))
+        z_a, z_w = _as_operand(z_a, centred), _as_operand(z_w, centred)
+        centred = K.add(K.subtract(K.subtract(centred, K.multiply(a, z_w)), K.multiply(w, z_a)), K.multiply(z_a, z_w))
     hi = K.floor(K.divide(centred, scalar(256.0, centred)))
     lo = K.subtract(centred, K.multiply(hi, scalar(256.0, centred)))
     return K.cast(lo, "int32"), K.cast(hi, "int32")
 
 
-def _conv_of_codes(x_codes, w_codes, table, z: float, rescale, signed: bool, strides, dilations):
-    """fl32(fl32(acc) x rescale[c]) of the VALID conv of float32 codes (x NHWC, w HWIO), every operand's zero point
-    the scheme's z: the forward's op on codes where its int32 sums hold the taps (K <= _MAX_TAPS; _GPU_SLICE_TAPS on a
-    GPU), else the same exact acc from slices of the input channels of at most that many taps, each run twice through
-    the centred table's bytes (_split_tables: every partial sum below 2^24, so exact in the op's fp32 output) and
-    added in float64 (exact below 2^53), then rounded and rescaled once as the op does."""
+def _conv_of_codes(x_codes, w_codes, table, z_a, z_w, rescale, signed: bool, strides, dilations, correction=None):
+    """fl32(fl32(acc - correction) x rescale[c]) of the VALID conv of float32 codes (x NHWC, w HWIO) with the
+    zero-point terms of z_a (x's) and z_w (w's, the same for every output channel): the forward's op on codes where
+    its int32 sums hold the taps (K <= _MAX_TAPS; _GPU_SLICE_TAPS on a GPU) and nothing is to be taken off, else the
+    same exact acc from slices of the input channels of at most that many taps, each run twice through the centred
+    table's bytes (_split_tables: every partial sum below 2^24, so exact in the op's fp32 output) and added in float64
+    (exact below 2^53), less `correction` (float64 [N, Ho, Wo, 1], exact integers), then rounded and rescaled once as
+    the op does."""
     kh, kw, channels, out_c = w_codes.shape
     x_bytes, w_bytes = _as_bytes(x_codes), _as_bytes(w_codes)
     slice_taps = _GPU_SLICE_TAPS if _on_gpu(x_codes) else _MAX_TAPS  # the same bits either way: exact sums
-    if kh * kw * channels <= slice_taps:
-        zero = _zero_points(rescale, z)
-        return keras_ops.int_conv2d_codes(x_bytes, w_bytes, table, zero[:1], zero, rescale, signed, strides, "VALID",
-                                          dilations)
+    if correction is None and kh * kw * channels <= slice_taps:
+        return keras_ops.int_conv2d_codes(x_bytes, w_bytes, table, _zero_points(rescale[:1], z_a),
+                                          _zero_points(rescale, z_w), rescale, signed, strides, "VALID", dilations)
     step = slice_taps // (kh * kw)
     if step < 1:
         raise ValueError(f"a table gradient's conv with a {kh} x {kw} filter: more than {slice_taps} taps per channel")
-    lo, hi = _split_tables(table, z)
+    lo, hi = _split_tables(table, z_a, z_w, signed)
     ones, none = K.ones_like(rescale), _zero_points(rescale, 0.0)
     acc = None
     for c0 in range(0, channels, step):
@@ -347,8 +365,25 @@ def _conv_of_codes(x_codes, w_codes, table, z: float, rescale, signed: bool, str
                                                             dilations), "float64") for part in (lo, hi))
         part_acc = K.add(K.multiply(hi_sum, scalar(256.0, hi_sum)), lo_sum)
         acc = part_acc if acc is None else K.add(acc, part_acc)
+    if correction is not None:
+        acc = K.subtract(acc, correction)
     y = K.multiply(K.cast(acc, "float32"), rescale)
     return K.where(K.less(K.abs(y), scalar(SMALLEST_NORMAL, y)), K.zeros_like(y), y)
+
+
+def _channel_zero_points_term(e, z_e, z_w, size: tuple[int, int], kernel: tuple[int, int], dilations):
+    """The sum over the taps (kh, kw, co) of z_w[co] (e - z_e), float64 [N, H, W, 1] (exact integers): the zero-point
+    term of dx that depends on the tap's channel co, when w's zero points differ from channel to channel. e is the
+    padded, upsampled g codes [N, H + (kh - 1) dh, W + (kw - 1) dw, C_out] the conv reads; first the channels, then the
+    kh x kw window (the filter is turned, but the term is the same at every (kh, kw))."""
+    u = K.sum(K.multiply(K.cast(K.subtract(e, z_e), "float64"), K.cast(z_w, "float64")), axis=-1, keepdims=True)
+    (h, w), (kh, kw), (dh, dw_) = size, kernel, dilations
+    term = None
+    for i in range(kh):
+        for j in range(kw):
+            window = u[:, i * dh:i * dh + h, j * dw_:j * dw_ + w]
+            term = window if term is None else K.add(term, window)
+    return term
 
 
 def conv2d_table_gradients(x, kernel, dy, q: _Quantised, codes: CodeSpace, table, strides, padding: str, dilations):
@@ -356,36 +391,41 @@ def conv2d_table_gradients(x, kernel, dy, q: _Quantised, codes: CodeSpace, table
     forward's op on codes: dw is the conv of x's codes (the forward's padding z_a made explicit, transposed to
     [C_in, H, W, N]) by dy's codes ([Ho, Wo, N, C_out]) with the strides and dilations swapped; dx the conv of g's codes
     upsampled by the strides and padded with z_g (a transposed conv) by w's codes turned around ([kh, kw, C_out, C_in],
-    flipped); a sum longer than one run holds goes in slices (_conv_of_codes). Each sum is exact, so this is the
-    reference's every bit."""
-    (sh, sw), (dh, dw_) = _pair(strides), _pair(dilations)
+    flipped), the zero-point term of w's per-channel zero points (an asymmetric scheme) taken off its exact sum; a sum
+    longer than one run holds goes in slices (_conv_of_codes). Each sum is exact, so this is the reference's every
+    bit."""
+    (sh, sw), (dh, dw_) = axis_pair(strides, "strides"), axis_pair(dilations, "dilations")
     kh, kw, cin, cout = kernel.shape
     (h, w), (ho, wo) = x.shape[1:3], dy.shape[1:3]
     (_, top), (_, left) = (output_size(h, kh, sh, dh, padding), output_size(w, kw, sw, dw_, padding))
     signed = codes.kind == "signed"
-    z = 0.0 if signed else 128.0  # the symmetric schemes' zero point, of every operand
+    z_a = _zero_point(q.z_a, codes)
     nan = scalar(float("nan"), dy)
     dy_finite = all_finite(dy)  # read by both gradients' NaN rule
 
     # dw[kh, kw, ci, co] = sum over (n, ho, wo) of T[x code at the tap, dy code]
-    d_codes, s_dy = _gradient_codes(dy, codes)
+    d_codes, s_dy, z_dy = _gradient_codes(dy, codes)
     bottom, right = ((ho - 1) * sh + (kh - 1) * dh + 1 - h - top, (wo - 1) * sw + (kw - 1) * dw_ + 1 - w - left)
-    x_codes = K.transpose(_padded(q.q_x, (top, left), (max(0, bottom), max(0, right)), z), (3, 1, 2, 0))
+    x_codes = K.transpose(_padded(q.q_x, (top, left), (max(0, bottom), max(0, right)), z_a), (3, 1, 2, 0))
     rescale = K.multiply(q.s_a, s_dy)  # fl32(s_a x s_dy), flushed as the forward's
     rescale = K.where(K.less(rescale, scalar(SMALLEST_NORMAL, rescale)), K.zeros_like(rescale), rescale)
     rescale = K.where(K.logical_and(all_finite(x), dy_finite), K.broadcast_to(K.reshape(rescale, (1,)), (cout,)),
                       nan)
-    dw = _conv_of_codes(x_codes, K.transpose(d_codes, (1, 2, 0, 3)), table, z, rescale, signed, (dh, dw_),
+    dw = _conv_of_codes(x_codes, K.transpose(d_codes, (1, 2, 0, 3)), table, z_a, z_dy, rescale, signed, (dh, dw_),
                         (sh, sw))
     dw = K.transpose(dw[:, :kh, :kw], (1, 2, 0, 3))
 
     # dx[n, hi, wi, ci] = sum over (kh, kw, co) of T[g code at (hi + top - kh dh) / sh, .., w code]
-    g_codes, s_g = _gradient_codes(K.multiply(_flushed(dy), q.s_w), codes)
-    up = _upsampled(_upsampled(g_codes, sh, 1, scalar(z, dy)), sw, 2, scalar(z, dy))
+    g_codes, s_g, z_g = _gradient_codes(K.multiply(_flushed(dy), q.s_w), codes)
+    up = _upsampled(_upsampled(g_codes, sh, 1, z_g), sw, 2, z_g)
     before = ((kh - 1) * dh - top, (kw - 1) * dw_ - left)
     after = (h + (kh - 1) * dh - before[0] - up.shape[1], w + (kw - 1) * dw_ - before[1] - up.shape[2])
+    e = _padded(up, before, after, z_g)
     turned = K.flip(K.flip(K.transpose(q.q_w, (0, 1, 3, 2)), axis=0), axis=1)  # [kh, kw, C_out, C_in]
     rescale = K.where(K.logical_and(dy_finite, all_finite(kernel)), K.broadcast_to(K.reshape(s_g, (1,)), (cin,)),
                       nan)
-    dx = _conv_of_codes(_padded(up, before, after, z), turned, table, z, rescale, signed, 1, (dh, dw_))
-    return dx, dw
+    if codes.scheme == "symmetric":  # one zero point for every channel of w: the op's own terms
+        return _conv_of_codes(e, turned, table, z_g, z_g, rescale, signed, 1, (dh, dw_)), dw
+    # w's zero points differ by channel co, which dx sums over: the op's terms with z_w = 0, less sum z_w[co] (e - z_g)
+    term = _channel_zero_points_term(e, z_g, q.z_w, (h, w), (kh, kw), (dh, dw_))
+    return _conv_of_codes(e, turned, table, z_g, 0.0, rescale, signed, 1, (dh, dw_), correction=term), dw

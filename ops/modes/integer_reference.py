@@ -274,7 +274,8 @@ def dense_forward(x, w, mode: IntegerMode, scheme: str | None = None, bias=None,
     return _with_non_finite_as_nan(rescale(acc, q.scale_a, q.scale_w, bias), x, w)
 
 
-def _axis_pair(value, what: str) -> tuple[int, int]:
+def axis_pair(value, what: str) -> tuple[int, int]:
+    """(h, w) of a stride or dilation given as an int or a pair; ValueError naming `what` otherwise."""
     pair = (int(value), int(value)) if np.isscalar(value) else tuple(int(v) for v in value)
     if len(pair) != 2 or min(pair) < 1:
         raise ValueError(f"{what} must be an int or a pair (h, w) of ints >= 1; got {value!r}")
@@ -286,8 +287,8 @@ def im2col(codes, kernel_hw, strides=1, padding="SAME", dilations=1, fill=0) -> 
     padding taps holding `fill` (the activations' zero point)."""
     codes = np.asarray(codes)
     indices, inside = [], []
-    for size, kernel, stride, dilation in zip(codes.shape[1:3], kernel_hw, _axis_pair(strides, "strides"),
-                                              _axis_pair(dilations, "dilations")):
+    for size, kernel, stride, dilation in zip(codes.shape[1:3], kernel_hw, axis_pair(strides, "strides"),
+                                              axis_pair(dilations, "dilations")):
         out, before = reference.output_size(size, kernel, stride, dilation, padding)
         index = np.arange(out)[:, None] * stride - before + np.arange(kernel)[None, :] * dilation  # [out, kernel]
         indices.append(np.clip(index, 0, size - 1))
@@ -352,17 +353,6 @@ def _gradient_codes(t, codes: CodeSpace) -> tuple[np.ndarray, np.float32, np.int
     return quantise(t, scale, zero, codes), scale[()], zero[()]
 
 
-def table_gradient_codes(mode: IntegerMode, scheme: str | None = None) -> CodeSpace:
-    """The codes of the table gradients: the mode's under `scheme`, which must be symmetric (one zero point for every
-    weight channel; the spec's "Gradients through the table"); ValueError otherwise."""
-    codes = code_space(mode, scheme)
-    if codes.scheme != "symmetric":
-        raise ValueError(f"gradients through the table need a symmetric scheme (int8, uint8_sym): under "
-                         f"{mode.name!r}'s {codes.scheme} scheme the weights' zero points differ from channel to "
-                         f"channel, and dx sums over the channels")
-    return codes
-
-
 def conv2d_table_backward(x, w, dy, mode: IntegerMode, scheme: str | None = None, strides=1, padding="SAME",
                           dilations=1, activation_range=None) -> tuple[np.ndarray, np.ndarray]:
     """The gradients through the table (dx, dw) of conv2d_forward, the spec's "Gradients through the table":
@@ -370,12 +360,12 @@ def conv2d_table_backward(x, w, dy, mode: IntegerMode, scheme: str | None = None
     dw[kh, kw, ci, co] = rescale(sum over the forward's taps (n, ho, wo) of T[x code, dy code] with the zero-point
     terms, s_a x s_dy), dy's codes per tensor by its own range; dx = rescale(the transposed convolution of g's codes,
     g = fl32(dy x s_w[co]) per tensor by its own range, with w's codes, s_g x 1): every tap (kh, kw, co) of every input
-    pixel is a product T[g code, w code], the taps that fall between dy's strides or outside dy being g's zero point;
-    both masked as the straight-through gradients. Symmetric schemes only (table_gradient_codes)."""
-    codes = table_gradient_codes(mode, scheme)
+    pixel is a product T[g code, w code] with the zero-point terms of its own channel co, the taps that fall between
+    dy's strides or outside dy being g's zero point; both masked as the straight-through gradients."""
+    codes = code_space(mode, scheme)
     x, w, dy = (np.asarray(v, np.float32) for v in (x, w, dy))
     q = quantise_operands(x, w, codes, activation_range)
-    (sh, sw), (dh, dw_) = _axis_pair(strides, "strides"), _axis_pair(dilations, "dilations")
+    (sh, sw), (dh, dw_) = axis_pair(strides, "strides"), axis_pair(dilations, "dilations")
     kh, kw, cin, cout = w.shape
     # dw: the forward's im2col patches of x's codes (padding z_a) against dy's codes, k = the output pixels
     d_codes, s_dy, z_dy = _gradient_codes(dy, codes)
@@ -396,10 +386,12 @@ def conv2d_table_backward(x, w, dy, mode: IntegerMode, scheme: str | None = None
     (rows, cols) = rows
     gathered = g_codes[:, np.clip(rows, 0, None)[:, None, :, None], np.clip(cols, 0, None)[None, :, None, :], :]
     exists = ((rows >= 0)[:, None, :, None] & (cols >= 0)[None, :, None, :])[None, ..., None]
-    taps = np.where(exists, gathered, z_g)  # [N, H, W, kh, kw, cout]
-    acc = accumulate(taps.reshape(-1, kh * kw * cout), z_g,
-                     np.ascontiguousarray(q.codes_w.transpose(0, 1, 3, 2)).reshape(-1, cin),
-                     np.broadcast_to(q.zero_w[:1], (cin,)), mode.table)
+    taps = np.where(exists, gathered, z_g).reshape(-1, kh * kw * cout)  # [N H W, (kh, kw, co)]
+    w_taps = np.ascontiguousarray(q.codes_w.transpose(0, 1, 3, 2)).reshape(-1, cin)  # [(kh, kw, co), ci]
+    z_w = np.broadcast_to(np.asarray(q.zero_w, np.int64), (kh, kw, cout)).reshape(-1)  # each tap's channel's
+    # sum over the taps of T[e, w] - z_w[co] e - z_g w + z_g z_w[co]: accumulate's terms, z_w by the tap's channel
+    acc = (table_sum(taps, w_taps, mode.table) - (taps @ z_w)[:, None] - z_g * w_taps.sum(axis=0)[None, :]
+           + z_g * z_w.sum())
     dx = rescale(acc, s_g, np.ones(cin, np.float32)).reshape(x.shape)
     finite = lambda *ts: all(np.isfinite(t).all() for t in ts)
     dx = np.where(finite(dy, w), dx, np.float32(np.nan))

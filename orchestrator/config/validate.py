@@ -21,7 +21,6 @@ from models import layer_rules
 from models.engines import ENGINES
 from ops.build import cache_root, source_hash
 from ops.build.cuda import HOW_TO_BUILD, cached_builds, find_nvcc
-from ops.modes.integer_names import KIND_AND_SCHEME
 from ops.modes.multipliers import LUT_NAME, TABLE_NAMES, compose, integer_names
 
 from orchestrator.common import paths
@@ -116,8 +115,8 @@ def changed_layers(cfg: Mapping[str, Any]) -> dict[str, layer_rules.Setting]:
 
 
 def _check_table_gradients(c: Mapping[str, Any], errors: list[str]) -> None:
-    """mult.table_gradients: true or false; true only where the cell's layers run integer modes, all of a symmetric
-    scheme (dx sums over the weights' channels: one zero point for all), and the backward is not asked to be exact."""
+    """mult.table_gradients: true or false; true only where the cell's layers run integer modes, and the backward is
+    not asked to be exact."""
     mult = c.get("mult") if isinstance(c.get("mult"), Mapping) else {}
     value = mult.get("table_gradients", False)  # absent in configs from before the key
     if not isinstance(value, bool):
@@ -136,13 +135,6 @@ def _check_table_gradients(c: Mapping[str, Any], errors: list[str]) -> None:
     if not integer:
         errors.append(f"mult.table_gradients=true applies to the integer modes ({', '.join(integer_names())}); "
                       f"this cell has none")
-    asymmetric = sorted({spec.partition(":")[0] for spec in integer
-                         if KIND_AND_SCHEME[spec.partition(":")[0]][1] != "symmetric"})
-    if asymmetric:
-        symmetric = [name for name, (_, scheme) in KIND_AND_SCHEME.items() if scheme == "symmetric"]
-        errors.append(f"mult.table_gradients=true needs symmetric codes: {', '.join(asymmetric)} is asymmetric "
-                      f"(its weights' zero points differ from channel to channel, and dx sums over the channels); "
-                      f"use {' or '.join(symmetric)}")
 
 
 def validate(cfg: Any) -> dict:

@@ -63,3 +63,14 @@ def check_table_gradients(p: dict) -> None:
     big = ir.integer_mode(f"uint8_sym:{LUTS / 'mul8u_2AC.int8u.npy'}")  # dw: 36,000 taps, in slices
     dx, dk = ir.conv2d_table_backward(p["big_x"], p["big_kernel"], p["big_dy"], big, padding="SAME")
     assert exact(p["big_dx"], dx) and exact(p["big_dk"], dk)
+    # The asymmetric schemes: the zero points of the ranges, w's per channel (dx takes each tap channel's off).
+    unsigned = ir.integer_mode(f"uint8:{LUTS / 'mul8u_2AC.int8u.npy'}")
+    for name, mode, geometry in [("asym_conv", unsigned, dict(strides=2, padding="SAME")),
+                                 ("asym_dilated", ir.integer_mode("uint8"), dict(padding="VALID", dilations=2)),
+                                 ("asym_big", unsigned, dict(padding="SAME"))]:
+        dx, dk = ir.conv2d_table_backward(p[f"{name}_x"], p[f"{name}_kernel"], p[f"{name}_dy"], mode, **geometry)
+        assert exact(p[f"{name}_dx"], dx) and exact(p[f"{name}_dk"], dk), name
+        assert np.abs(dx).max() > 0 and np.abs(dk).max() > 0, name
+    signed = ir.integer_mode(f"int8_asym:{LUTS / 'mul8s_1L2H.int8s.npy'}")
+    dx, dk = ir.dense_table_backward(p["asym_dense_x"], p["asym_dense_kernel"], p["asym_dense_dy"], signed)
+    assert exact(p["asym_dense_dx"], dx) and exact(p["asym_dense_dk"], dk)

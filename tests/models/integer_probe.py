@@ -87,7 +87,9 @@ def main(table_dir: str, out: str) -> None:
         calibrated(batch)
     results.update(calibration=np.stack(calibration), calibrated_range=_numpy(calibrated.activation_range))
     # Gradients through the table: a signed circuit's conv at stride 2, uint8_sym's Dense, and a conv whose filter
-    # gradient sums 40 x 30 x 30 = 36,000 taps, past the op's 32,768 (in slices through the centred table's bytes).
+    # gradient sums 40 x 30 x 30 = 36,000 taps, past the op's 32,768 (in slices through the centred table's bytes);
+    # then the asymmetric schemes (zero points of the range, the weights' per channel): an unsigned circuit's conv at
+    # stride 2, uint8's dilated conv, a signed circuit's Dense, and a filter gradient of 37 x 30 x 30 = 33,300 taps.
     luts = Path(table_dir)
     for name, layer, x_shape, kernel_shape, dy_shape in [
             ("table_conv", IntConv2D(5, 3, strides=2, padding="same", use_bias=False, table_gradients=True,
@@ -97,7 +99,19 @@ def main(table_dir: str, out: str) -> None:
              (6, 9), (9, 4), (6, 4)),
             ("big", IntConv2D(3, 3, padding="same", use_bias=False, table_gradients=True,
                               multiplier=f"uint8_sym:{luts / 'mul8u_2AC.int8u.npy'}"),
-             (40, 30, 30, 2), (3, 3, 2, 3), (40, 30, 30, 3))]:
+             (40, 30, 30, 2), (3, 3, 2, 3), (40, 30, 30, 3)),
+            ("asym_conv", IntConv2D(4, 3, strides=2, padding="same", use_bias=False, table_gradients=True,
+                                    multiplier=f"uint8:{luts / 'mul8u_2AC.int8u.npy'}"),
+             (2, 7, 6, 3), (3, 3, 3, 4), (2, 4, 3, 4)),
+            ("asym_dilated", IntConv2D(3, 3, dilation_rate=2, padding="valid", use_bias=False, table_gradients=True,
+                                       multiplier="uint8"),
+             (2, 8, 7, 2), (3, 3, 2, 3), (2, 4, 3, 3)),
+            ("asym_dense", IntDense(4, multiplier=f"int8_asym:{luts / 'mul8s_1L2H.int8s.npy'}", use_bias=False,
+                                    table_gradients=True),
+             (6, 9), (9, 4), (6, 4)),
+            ("asym_big", IntConv2D(2, 3, padding="same", use_bias=False, table_gradients=True,
+                                   multiplier=f"uint8:{luts / 'mul8u_2AC.int8u.npy'}"),
+             (37, 30, 30, 1), (3, 3, 1, 2), (37, 30, 30, 2))]:
         tx = rng.standard_normal(x_shape).astype(np.float32)
         layer.build(tx.shape)
         table_kernel = rng.standard_normal(kernel_shape).astype(np.float32) * 0.3

@@ -88,11 +88,11 @@ def test_models_build_integer_layers_and_refuse_mixups():
         AMConv2D(4, 3, multiplier="int8")
     with pytest.raises(ValueError, match="signed table"):
         build_model("lenet5", f"uint8:{LUTS / 'mul8s_1L2H.int8s.npy'}", (28, 28, 1), 10)
-    # table_gradients reaches every integer layer, and an asymmetric mode is refused when the model is built
+    # table_gradients reaches every integer layer, of either scheme
     model = build_model("lenet5", "int8", (28, 28, 1), 10, table_gradients=True,
                         layers={"predictions": ("native", False)})
     flags = {layer.name: getattr(layer, "table_gradients", None) for layer in model.layers
              if isinstance(layer, (IntConv2D, IntDense, keras.layers.Dense))}
     assert flags == {"conv1": True, "conv2": True, "fc1": True, "fc2": True, "predictions": None}
-    with pytest.raises(ValueError, match="symmetric scheme"):
-        build_model("lenet5", "uint8", (28, 28, 1), 10, table_gradients=True)
+    model = build_model("lenet5", "uint8", (28, 28, 1), 10, table_gradients=True)
+    assert all(layer.table_gradients for layer in model.layers if isinstance(layer, (IntConv2D, IntDense)))

@@ -326,31 +326,40 @@ def test_conv_backward_is_the_straight_through_estimator():
     np.testing.assert_allclose(dw, np.where(mask_w, expected_dw, 0.0), rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("table, stride, padding", [("mul8s_1L2H.int8s.npy", 2, "SAME"),
-                                                    ("mul8s_1KR3.int8s.npy", 1, "VALID"),
-                                                    (None, 2, "VALID")])
-def test_conv_table_backward_is_the_spec_sum_tap_by_tap(table, stride, padding):
-    """The gradients through the table, written out tap by tap from the spec: dw from x's codes (padding z_a) and dy's,
-    dx from g = fl32(dy x s_w[co])'s codes and w's over every (kh, kw, co) of every input pixel, the taps that fall
-    between dy's strides or outside it being z_g; and, for the exact table, within 2 % of the straight-through ones."""
-    mode = ir.integer_mode(f"int8:{LUTS / table}" if table else "int8")
+@pytest.mark.parametrize("name, stride, padding", [("int8:mul8s_1L2H.int8s.npy", 2, "SAME"),
+                                                   ("int8:mul8s_1KR3.int8s.npy", 1, "VALID"),
+                                                   ("int8", 2, "VALID"),
+                                                   ("uint8:mul8u_2AC.int8u.npy", 2, "SAME"),
+                                                   ("int8_asym:mul8s_1L2H.int8s.npy", 1, "VALID"),
+                                                   ("uint8", 2, "VALID")])
+def test_table_backward_is_the_spec_sum_tap_by_tap(name, stride, padding):
+    """The gradients through the table, written out tap by tap from the spec: each product of dw T[a, d] - z_dy a -
+    z_a d + z_a z_dy (x's codes, padding taps z_a, against dy's), each of dx T[e, w] - z_w[co] e - z_g w + z_g
+    z_w[co], co the tap's channel, e the code of g = fl32(dy x s_w[co]) at the tap, z_g where the tap falls between
+    dy's strides or outside it. Symmetric schemes have one zero point for all; asymmetric ones their ranges' and w's
+    per channel. With the exact tables, near the straight-through gradients."""
+    kind, _, table = name.partition(":")
+    mode = ir.integer_mode(f"{kind}:{LUTS / table}" if table else kind)
     space = ir.code_space(mode)
-    rng = np.random.default_rng(7)
-    x = rng.normal(size=(2, 5, 6, 2)).astype(np.float32)
-    w = rng.normal(0, 0.3, (3, 3, 2, 3)).astype(np.float32)
+    rng = np.random.default_rng(9)
+    x = (rng.normal(size=(2, 5, 6, 2)) + 0.7).astype(np.float32)
+    w = rng.normal(0.1, 0.3, (3, 3, 2, 3)).astype(np.float32)
     out_h, top = ir.reference.output_size(5, 3, stride, 1, padding)
     out_w, left = ir.reference.output_size(6, 3, stride, 1, padding)
-    dy = rng.normal(size=(2, out_h, out_w, 3)).astype(np.float32)
-    activation_range = (np.float32(-1.5), np.float32(1.5))  # clips some of x
+    dy = (rng.normal(size=(2, out_h, out_w, 3)) - 0.3).astype(np.float32)
+    activation_range = (np.float32(-0.6), np.float32(2.2))  # clips some of x at both ends
     dx, dw = ir.conv2d_table_backward(x, w, dy, mode, strides=stride, padding=padding,
                                       activation_range=activation_range)
     q = ir.quantise_operands(x, w, space, activation_range)
     t = mode.table.astype(np.int64)
-    s_dy, _ = ir.scales_from_range(*ir.tensor_range(dy), space)
-    d = ir.quantise(dy, s_dy, 0, space)
+    s_dy, z_dy = ir.scales_from_range(*ir.tensor_range(dy), space)
+    d = ir.quantise(dy, s_dy, z_dy, space)
     g = ir.fl32(dy.astype(np.float64) * q.scale_w.astype(np.float64))
-    s_g, _ = ir.scales_from_range(*ir.tensor_range(g), space)
-    gq = ir.quantise(g, s_g, 0, space)
+    s_g, z_g = ir.scales_from_range(*ir.tensor_range(g), space)
+    e_codes = ir.quantise(g, s_g, z_g, space)
+    z_a, z_w, z_dy, z_g = int(q.zero_a), q.zero_w.astype(np.int64), int(z_dy), int(z_g)
+    if space.scheme == "asymmetric":  # the asymmetric terms are exercised
+        assert z_a not in (0, 128) and len(set(z_w.tolist())) > 1
     acc_dw = np.zeros(w.shape, np.int64)
     acc_dx = np.zeros(x.shape, np.int64)
     for n in range(2):
@@ -361,8 +370,10 @@ def test_conv_table_backward_is_the_spec_sum_tap_by_tap(table, stride, padding):
                         r, c = i * stride - top + kh, j * stride - left + kw
                         inside = 0 <= r < 5 and 0 <= c < 6
                         for ci in range(2):
-                            a = q.codes_a[n, r, c, ci] if inside else 0  # z_a = 0: int8 is symmetric
-                            acc_dw[kh, kw, ci] += t[a & 255, d[n, i, j] & 255]
+                            a = int(q.codes_a[n, r, c, ci]) if inside else z_a
+                            for co in range(3):
+                                dd = int(d[n, i, j, co])
+                                acc_dw[kh, kw, ci, co] += t[a & 255, dd & 255] - z_dy * a - z_a * dd + z_a * z_dy
     for n in range(2):
         for r in range(5):
             for c in range(6):
@@ -371,25 +382,25 @@ def test_conv_table_backward_is_the_spec_sum_tap_by_tap(table, stride, padding):
                         i, j = r + top - kh, c + left - kw
                         on_dy = i % stride == 0 and j % stride == 0 and 0 <= i // stride < out_h \
                             and 0 <= j // stride < out_w
-                        codes = gq[n, i // stride, j // stride] if on_dy else np.zeros(3, np.int64)
-                        for ci in range(2):
-                            acc_dx[n, r, c, ci] += t[codes & 255, q.codes_w[kh, kw, ci] & 255].sum()
+                        for co in range(3):
+                            e = int(e_codes[n, i // stride, j // stride, co]) if on_dy else z_g
+                            for ci in range(2):
+                                wc = int(q.codes_w[kh, kw, ci, co])
+                                acc_dx[n, r, c, ci] += t[e & 255, wc & 255] - z_w[co] * e - z_g * wc + z_g * z_w[co]
     want_dw = ir.rescale(acc_dw.reshape(-1, 3), q.scale_a, np.full(3, s_dy, np.float32)).reshape(w.shape)
     want_dx = ir.rescale(acc_dx.reshape(-1, 2), s_g, np.ones(2, np.float32)).reshape(x.shape)
     mask_x, mask_w = ir.in_range(x, q.scale_a, q.zero_a, space), ir.in_range(w, q.scale_w, q.zero_w, space)
     assert not mask_x.all() and np.abs(want_dx).max() > 0.1 and np.abs(want_dw).max() > 0.1
     assert np.array_equal(dx, np.where(mask_x, want_dx, 0).astype(np.float32))
     assert np.array_equal(dw, np.where(mask_w, want_dw, 0).astype(np.float32))
-    if table is None:
+    if not table:  # the exact tables: near the straight-through gradients (the codes' rounding of dy and g)
         ste_dx, ste_dw = ir.conv2d_backward(x, w, dy, mode, strides=stride, padding=padding,
                                             activation_range=activation_range)
         for got, want in ((dx, ste_dx), (dw, ste_dw)):
-            assert np.abs(got - want).max() < 0.02 * np.abs(want).max()
+            assert np.abs(got - want).max() < 0.03 * np.abs(want).max()
 
 
-def test_table_backward_refuses_asymmetric_codes_and_handles_non_finite():
-    with pytest.raises(ValueError, match="symmetric scheme"):
-        ir.dense_table_backward(np.ones((2, 3)), np.ones((3, 2)), np.ones((2, 2)), ir.integer_mode("uint8"))
+def test_table_backward_handles_non_finite():
     mode = ir.integer_mode("uint8_sym")
     rng = np.random.default_rng(8)
     x, w, dy = rng.normal(size=(3, 4)), rng.normal(size=(4, 2)), rng.normal(size=(3, 2))

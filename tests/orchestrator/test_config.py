@@ -48,7 +48,6 @@ def test_default_config_is_valid_and_is_the_default_cell():
     ("mult=int8 mult.table=nope.int8s.npy", "mult.table='nope.int8s.npy' is not a readable file (an integer table"),
     ("mult=uint8 mult.table=ops/luts/evoapprox/mul8s_1L2H.int8s.npy", "is a signed table; uint8 takes a unsigned one"),
     ("train.calibration_batches=-1", "train.calibration_batches=-1 must be an integer >= 0"),
-    ("mult=uint8 mult.table_gradients=true", "mult.table_gradients=true needs symmetric codes: uint8 is asymmetric"),
     ("mult=am16 mult.table_gradients=true", "mult.table_gradients=true applies to the integer modes"),
     ("mult=int8 mult.table_gradients=true mult.exact_gradients=true", "contradict each other"),
     ("mult=int8 mult.table_gradients=yes", "mult.table_gradients='yes' must be true or false"),
@@ -85,6 +84,7 @@ def test_every_problem_is_named_at_once():
     (), ("cluster=slurm",), ("cluster=pbs",), ("cluster=gadi", "cluster.project=ab12"),
     ("cluster=slurm", "+cluster.env.OMP_NUM_THREADS=4"),  # cluster.env is the user's mapping: any name
     ("dataset=cifar10", "model=resnet18", "train=cifar"), ("dataset=cifar10", "dataset.augment=false"),
+    ("mult=uint8", "mult.table_gradients=true"), ("mult=int8", "mult.table_gradients=true"),  # either scheme
 ])
 def test_shipped_presets_are_valid(overrides):
     c = validate(compose(*overrides))
