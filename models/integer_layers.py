@@ -10,7 +10,7 @@ step sets it; a batch holding a NaN or an infinity leaves it unchanged), then qu
 as it stands. `calibrating = True` makes a forward pass widen the range to hold the batch's instead (calibration
 before training: models.integer_calibration). The weights' ranges are their own, per output channel, at every pass.
 The backward pass is the straight-through estimator with exact (acc32) products, or with `table_gradients=True` goes
-through the table too (symmetric schemes: int8, uint8_sym; docs/multipliers-spec.md, "Gradients through the table").
+through the table too (any scheme; docs/multipliers-spec.md, "Gradients through the table").
 `exact_gradients` is accepted, for the configs' sake, and changes nothing.
 """
 

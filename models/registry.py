@@ -35,7 +35,7 @@ def build_model(name, multiplier, input_shape, num_classes, exact_gradients=Fals
     AMDense with the same weight names and layouts. The output is class probabilities (softmax), so the matching
     loss is sparse categorical cross-entropy with from_logits=False. Initial weights depend only on `seed`.
     Compile a model with AM layers with jit_compile=False (its ops cannot be compiled by XLA). table_gradients: the
-    integer modes' layers take their gradients through the table (symmetric schemes only).
+    integer modes' layers take their gradients through the table (any scheme).
     """
     # Here, not at the top: these import Keras and TensorFlow, which reading MODELS (every launch) does not need.
     from models import layers as am_layers  # noqa: PLC0415
