@@ -41,6 +41,12 @@ inline bool quantise_codes_ok(int64_t qmin, int64_t qmax) {
 constexpr const char* kQuantiseCodesRule =
     "are not one kind's bytes; valid: within [-128, 127] (signed) or [0, 255] (unsigned), qmin <= qmax";
 
+// The scales the bindings accept: scale and zero of one count, 1 (per tensor) or the size of the input's last axis
+// (rank >= 1) per channel.
+inline bool quantise_channels_ok(int64_t scales, int64_t zeros, int64_t rank, int64_t last) {
+  return zeros == scales && (scales == 1 || (rank > 0 && scales == last));
+}
+
 // One value's byte; *in_range is its mask. Written without branches, so that the CPU loops vectorise (a branch kept
 // them scalar: 4.4 ns a value on one AVX2 core). A NaN or infinite x gives a NaN or infinite u, which only the
 // selects see. A NaN quotient (which a normal positive scale cannot give) takes qmin.

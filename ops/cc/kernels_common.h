@@ -324,7 +324,7 @@ class QuantiseOp : public OpKernel {
     const Tensor& zero = ctx->input(2);
     const int64_t channels = scale.NumElements();
     const int64_t last = x.dims() > 0 ? x.dim_size(x.dims() - 1) : 1;
-    OP_REQUIRES(ctx, zero.NumElements() == channels && (channels == 1 || (x.dims() > 0 && channels == last)),
+    OP_REQUIRES(ctx, quantise_channels_ok(channels, zero.NumElements(), x.dims(), last),
                 errors::InvalidArgument(name(), ": scale and zero must hold 1 value, or one per index of the input's "
                                         "last axis (", last, "); got shapes ", scale.shape().DebugString(), " and ",
                                         zero.shape().DebugString(), " for input ", x.shape().DebugString()));

@@ -255,7 +255,7 @@ QuantiseArgs quantise_setup(const Tensor& x, const Tensor& scale, const Tensor& 
   check_float(zero, "zero", "quantise");
   for (const Tensor* t : {&scale, &zero}) check_same_device(x, *t, "quantise");
   const int64_t channels = scale.numel(), last = x.dim() > 0 ? x.size(-1) : 1;
-  TORCH_CHECK(zero.numel() == channels && (channels == 1 || (x.dim() > 0 && channels == last)),
+  TORCH_CHECK(quantise_channels_ok(channels, zero.numel(), x.dim(), last),
               "amdnn.quantise: scale and zero must hold 1 value, or one per index of x's last axis (", last,
               "); got ", scale.sizes(), " and ", zero.sizes(), " for x ", x.sizes());
   TORCH_CHECK(quantise_codes_ok(qmin, qmax), "amdnn.quantise: codes [", qmin, ", ", qmax, "] ", kQuantiseCodesRule);
