@@ -20,6 +20,7 @@ ops itself imports neither TensorFlow nor torch.
 
 The rooms, bottom up (each imports only those below it; tests/test_layering.py checks):
     atomic                    atomic file writes (no other ops module)
+    lean_keras                Keras's import without scikit-learn and matplotlib (installed by `import ops`)
     modes/                    the modes, their numpy reference, tables, error statistics (numpy only)
     build/                    building the libraries: common parts, TensorFlow (+ CUDA), PyTorch; the build command
     tf_binding/, torch_binding/   loading them into a framework, the public ops, gradients/autograd
@@ -35,6 +36,10 @@ Attributes are resolved on first access, so `import ops` stays cheap and TensorF
 from __future__ import annotations
 
 import importlib
+
+from ops import lean_keras
+
+lean_keras.install()  # before any of the project's modules imports Keras: see ops/lean_keras.py
 
 # public name -> module that defines it
 _EXPORTS = {

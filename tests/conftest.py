@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+import ops  # noqa: F401 - before any test imports Keras: ops/lean_keras.py
+
 MIRROR_VARIABLE = "AMDNN_DATA_MIRROR"
 
 

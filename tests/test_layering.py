@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS: dict[str, list[list[str]]] = {
     "": [["ops"], ["models"], ["orchestrator"], ["launch"]],
     # ops: (its parts, bottom up)
-    "ops": [["atomic"], ["modes"], ["build"],
+    "ops": [["atomic", "lean_keras"], ["modes"], ["build"],
             ["tf_binding", "torch_binding", "describe", "tables", "torch_build", "torch_ops"],
             ["keras_ops", "selftest_frameworks"], ["keras_integer"], ["selftest"]],
     "ops.modes": [["table_files", "operands", "costs", "c_models", "circuit_errors", "integer_names"],
