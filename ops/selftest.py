@@ -17,7 +17,10 @@ installed and sees a GPU, else torch.
    zero points and tables (signed and unsigned, reaching both ends of their ranges), GPU bits == CPU bits; and their
    quantiser (every code space, per tensor and per channel, on values with every special one among them), GPU codes
    and masks == CPU ones.
-4. Speed (unless --no-speed): forward + both gradients of three ResNet-18 CIFAR conv shapes at batch 128 under acc32,
+4. Errors: a raw op call the binding's C++ checks refuse raises in Python, in a child process (a binding built by
+   a toolchain whose C++ exceptions cannot unwind into torch ends the process instead: the message says to rebuild
+   it with the system's compiler). TensorFlow's kernels refuse by a status: nothing to check there.
+5. Speed (unless --no-speed): forward + both gradients of three ResNet-18 CIFAR conv shapes at batch 128 under acc32,
    am16 and am32, as the ratio to the framework's own fp32 convolution (cuDNN) on the same shapes in the same run.
 
 Prints a line per check and exits 1 on any mismatch (2 when no GPU or kernels can be had), so a job script can stop
@@ -211,6 +214,11 @@ def main(argv=None) -> int:
     if failure:
         print(f"  quantiser: {failure}", flush=True)
         failures.append(f"quantiser: {failure}")
+    failure = framework.errors_reach_python("gpu")
+    print(f"{'errors':16s} a refused op call raises in Python: {'ok' if not failure else 'NO'}", flush=True)
+    if failure:
+        print(f"  errors: {failure}", flush=True)
+        failures.append(f"errors: {failure}")
     if not args.no_speed:
         print("forward + both gradients on the GPU, median of 5 (ratio to cuDNN fp32):")
         print("\n".join(speed_table(framework)))

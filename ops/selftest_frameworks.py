@@ -8,12 +8,17 @@ in TF's layouts (NHWC, HWIO), on device "cpu" or "gpu", so the checks in ops/sel
     framework.matmul_grads(a, b, dc, mode, device) -> (c, da, db)
     framework.conv_step_ms(x, w, stride, mode, repeats) -> median ms of forward + both gradients on the GPU
                                                           (mode "cudnn": the framework's own fp32 convolution)
+    framework.errors_reach_python(device) -> None, or why the binding's input checks would end a process
 """
 
 from __future__ import annotations
 
+import os
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -43,6 +48,42 @@ def cuda_median_ms(fn, repeats: int, warmup: int = 3, calls: int = 1) -> float:
         end.synchronize()
         times.append(start.elapsed_time(end) / calls)
     return statistics.median(times)
+
+
+# A raw op call that the binding's C++ checks refuse (TORCH_CHECK: 4 input channels against a filter of 3), run by
+# torch_errors_reach_python in a child; "{device}" is "cpu" or "cuda".
+ERROR_PROBE = """
+import torch
+from ops.torch_binding import ops as torch_ops
+d = torch.device("{device}")
+attr, table = torch_ops.kernel_arguments_for("am16", d)
+try:
+    torch.ops.amdnn.conv2d(torch.randn(1, 4, 5, 5, device=d), torch.randn(5, 3, 3, 3, device=d), table, attr,
+                           [1, 1], [0, 0, 0, 0], [1, 1], False)
+    print("no error")
+except RuntimeError as error:
+    print("raised:", error)
+"""
+ERROR_PROBE_MESSAGE = "input channels 4 differ"
+
+
+def torch_errors_reach_python(device: str, compiler: str) -> str | None:
+    """None when the binding's C++ input checks raise RuntimeError in Python on `device` ("cpu" or "cuda"), else
+    what happened. In a child process: a binding built by a toolchain whose C++ exceptions cannot unwind into torch
+    ends the process there instead (found on GPU machines whose CXX was a wrapper of a relocated GCC 13.3: SIGSEGV
+    at any TORCH_CHECK, even in a five-line extension; the same GCC from the distribution raises). ops.torch_ops
+    checks its inputs in Python first, but a process should not die of a bad tensor."""
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")]))}
+    result = subprocess.run([sys.executable, "-c", ERROR_PROBE.format(device=device)], cwd=repo, env=env,
+                            capture_output=True, text=True, timeout=600)
+    if result.returncode == 0 and "raised:" in result.stdout and ERROR_PROBE_MESSAGE in result.stdout:
+        return None
+    ended = f"ended by signal {-result.returncode}" if result.returncode < 0 else f"exited {result.returncode}"
+    said = (result.stdout.strip() or result.stderr.strip()[-500:]).replace("\n", " ")
+    return (f"a refused op call did not raise in Python (the child {ended}: {said!r}): the binding was built by "
+            f"{compiler}, whose C++ exceptions may not unwind into torch. Build it with the system's compiler, e.g. "
+            "CXX=/usr/bin/g++ python -m ops.build --torch (a new cache entry), and run the self-test again")
 
 
 class TorchFramework:
@@ -91,6 +132,11 @@ class TorchFramework:
         codes, mask = self.ops.quantise(self._tensor(x, device), self._tensor(scale, device),
                                         self._tensor(zero, device), qmin, qmax)
         return codes.cpu().numpy(), mask.cpu().numpy()
+
+    def errors_reach_python(self, device):
+        from ops.build.torch_library import load  # loaded already: the build's record
+
+        return torch_errors_reach_python("cuda" if device == "gpu" else "cpu", load().compiler)
 
     def conv_step_ms(self, x, w, stride, mode, repeats):
         torch = self.torch
@@ -161,6 +207,9 @@ class TensorFlowFramework:
         with self._device(device):
             codes, mask = self.api.quantise(x, scale, zero, qmin, qmax)
             return codes.numpy(), mask.numpy()
+
+    def errors_reach_python(self, device):  # noqa: ARG002 - the frameworks' common signature
+        return None  # TensorFlow's kernels refuse input by a status (OP_REQUIRES): no C++ exception crosses into it
 
     def conv_step_ms(self, x, w, stride, mode, repeats):
         tf = self.tf

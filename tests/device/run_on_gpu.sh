@@ -5,6 +5,9 @@
 #    built as a multi-architecture library builds it, from compute_80 PTX, and from the GPU's own);
 # 3. the CUDA kernels through the PyTorch binding (test_gpu_ops.py), built on first use.
 #     bash tests/device/run_on_gpu.sh [pytest arguments]
+# The binding is built by $CXX (else g++). A toolchain whose C++ exceptions cannot unwind into torch (the lent GPU
+# machines set CXX to a wrapper of a relocated GCC 13.3 that does this) fails test_raw_op_errors_raise_in_python and
+# the bad-input tests: run with CXX=/usr/bin/g++ there.
 set -euo pipefail
 cd "$(dirname "$0")"
 arch=${CUDA_ARCH:-sm_90}

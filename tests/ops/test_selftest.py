@@ -18,7 +18,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the test extra installs torch (pip install -e .[test])")
 
-from ops import selftest  # noqa: E402
+from ops import selftest, selftest_frameworks  # noqa: E402
 from ops.modes.multipliers import names  # noqa: E402
 from ops.selftest_frameworks import TorchFramework  # noqa: E402
 
@@ -53,6 +53,9 @@ class CpuAsGpu(TorchFramework):
             db = db * np.float32(1.001)
         return c, da, db
 
+    def errors_reach_python(self, device):  # noqa: ARG002 - the frameworks' signature
+        return super().errors_reach_python("cpu")  # the CPU dispatch's exceptions take the same way out
+
     def quantise(self, x, scale, zero, qmin, qmax, device):
         codes, mask = super().quantise(x, scale, zero, qmin, qmax, device)
         if device == "gpu" and self.corrupt == "code" and (qmin, scale.size) == (0, 96):
@@ -80,6 +83,7 @@ def test_faithful_kernels_pass_every_mode(stand_in, capsys):
     for mode in names(include_native=False) + ["lut:am16_7.bin", "lut:mit16_7.bin", "lut:acc16_7.bin"]:
         assert f"{mode:16s} products bit-exact, layers max relative error 0.0e+00: ok" in out
     assert "quantiser        codes and masks GPU == CPU: bit-exact: ok" in out
+    assert "errors           a refused op call raises in Python: ok" in out
     assert out.rstrip().splitlines()[-1].startswith("ops.selftest: passed")
 
 
@@ -105,4 +109,18 @@ def test_one_differing_quantiser_code_fails_and_is_named(stand_in, capsys, monke
     out = capsys.readouterr().out
     assert "quantiser        codes and masks GPU == CPU: MISMATCH" in out
     assert "quantiser: codes [0, 255], 96 scale(s): 1 of 6144 codes and 0 masks differ" in out
+    assert "ops.selftest: FAILED, 1 mismatches" in out
+
+
+def test_a_binding_whose_errors_end_the_process_fails_and_says_how_to_rebuild(stand_in, capsys, monkeypatch):
+    """What a binding built by a toolchain whose exceptions cannot unwind into torch does (SIGSEGV at the refused
+    call, seen on a GPU machine), played by the probe's child ending itself so."""
+    monkeypatch.setattr(selftest_frameworks, "ERROR_PROBE",
+                        "import os, signal\nprint('calling', flush=True)\nos.kill(os.getpid(), signal.SIGSEGV)\n"
+                        "# {device}")
+    assert selftest.main(["--framework", "torch", "--no-speed", "--pairs-per-side", "4"]) == 1
+    out = capsys.readouterr().out
+    assert "errors           a refused op call raises in Python: NO" in out
+    assert "a refused op call did not raise in Python (the child ended by signal 11: 'calling')" in out
+    assert "CXX=/usr/bin/g++ python -m ops.build --torch" in out
     assert "ops.selftest: FAILED, 1 mismatches" in out
