@@ -13,12 +13,10 @@ import os
 import sys
 from typing import Any
 
-# What Keras 3 imports when it finds it installed, for integrations no cell uses (its scikit-learn wrappers, its
-# image-gallery plots through matplotlib.pyplot, pandas frames as model inputs); MLflow installs all three. Hidden from
-# Keras' import, TensorFlow with Keras costs 3.5-4.2 CPU s instead of 6.2-6.3 (the 2-core development machine).
-# Imported later by anyone, they load as usual: a finished cell draws its learning curves with matplotlib (~0.9 CPU
-# s of the saving comes back then); scikit-learn (~0.9) and pandas (~0.4-0.7) a cell never loads.
-KERAS_OPTIONAL = ("sklearn", "matplotlib", "pandas")
+from ops import lean_keras
+
+# Keras 3's optional integrations, declined to its import (the one list and why: ops/lean_keras.py).
+KERAS_OPTIONAL = lean_keras.KERAS_OPTIONAL
 
 ENGINES = ("tensorflow", "torch")   # Keras 3 backend names: the ops have a binding for each (ops.keras_ops)
 DEFAULT_ENGINE = "tensorflow"
@@ -45,18 +43,9 @@ def select(engine: str) -> None:
 
 
 def import_keras() -> Any:
-    """Import Keras (with its backend: select() first) without the integrations of KERAS_OPTIONAL; Keras then runs
-    without them (its sklearn wrappers and image-gallery plot unavailable, pandas frames not taken as inputs), and the
-    modules themselves stay importable. A no-op where Keras is loaded already."""
-    if "keras" in sys.modules:
-        return sys.modules["keras"]
-    hidden = [name for name in KERAS_OPTIONAL if name not in sys.modules]
-    for name in hidden:
-        sys.modules[name] = None  # an import of it raises ImportError, which Keras takes as "not installed"
-    try:
-        import keras
-    finally:
-        for name in hidden:
-            if sys.modules.get(name, 0) is None:
-                del sys.modules[name]
+    """Import Keras (with its backend: select() first) without the integrations of KERAS_OPTIONAL (ops/lean_keras.py);
+    the modules themselves stay importable. A no-op where Keras is loaded already."""
+    lean_keras.install()  # installed already by `import ops`; here too, for a process that has not imported ops
+    import keras
+
     return keras

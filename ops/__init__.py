@@ -20,7 +20,7 @@ ops itself imports neither TensorFlow nor torch.
 
 The rooms, bottom up (each imports only those below it; tests/test_layering.py checks):
     atomic                    atomic file writes (no other ops module)
-    lean_keras                Keras's import without scikit-learn and matplotlib (installed by `import ops`)
+    lean_keras                Keras's import without scikit-learn, matplotlib and pandas (`import ops` installs it)
     modes/                    the modes, their numpy reference, tables, error statistics (numpy only)
     build/                    building the libraries: common parts, TensorFlow (+ CUDA), PyTorch; the build command
     tf_binding/, torch_binding/   loading them into a framework, the public ops, gradients/autograd

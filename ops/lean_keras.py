@@ -1,13 +1,15 @@
-"""Keras without the scikit-learn and matplotlib it would import for wrappers and plots this project never uses.
+"""Keras without the scikit-learn, matplotlib and pandas it would import for integrations this project never uses.
 
-Keras 3 imports scikit-learn (its `keras.wrappers` for sklearn estimators) and matplotlib.pyplot (`keras.visualization`)
-at import time whenever they are installed, and MLflow installs both. That is about 3 of the 10 CPU seconds of
-`import tensorflow, keras` (user + sys 9.2-10.5 s without, 7.2-7.4 s with this; three runs each, 2-core AMD EPYC,
-Python 3.11, TF 2.21, Keras 3.15), paid by every cell process at its start (on a cluster, in thousands of small files
-read from a shared file system) and by the test suite's ~100 TensorFlow processes. `install()` (called by `import ops`, before any project module imports Keras) puts a finder first
-on sys.meta_path that declines exactly those imports: made by a Keras module's body while it is being imported. Keras
-treats them as not installed (its sklearn wrappers and image-gallery plots then say so if called); an import of
-scikit-learn or matplotlib from anywhere else, including a Keras function at call time, works as usual.
+Keras 3 imports them at import time whenever they are installed, and MLflow installs all three: scikit-learn for its
+sklearn estimator wrappers, matplotlib.pyplot for its image-gallery plots, pandas to take frames as model inputs.
+Declined, `import tensorflow, keras` costs 3.5-4.2 CPU s instead of 6.2-6.3 (2026-11-29, the 2-core AMD EPYC of
+that morning) or 7.2-7.4 instead of 9.2-10.5 (the same kind of machine that afternoon), paid by every training
+process at its start (on a cluster, in thousands of small files read from a shared file system), and by the test
+suite's ~100 TensorFlow processes. `install()` (called by `import ops`, before any project module imports Keras, and
+by models.engines.import_keras) puts a finder first on sys.meta_path that declines exactly those imports when a Keras
+module's body makes them while it is being imported. Keras treats them as not installed (its sklearn wrappers and
+image-gallery plots then say so if called, frames are not taken as inputs); an import of them from anywhere else,
+including a Keras function at call time, works as usual: a finished cell draws its learning curves with matplotlib.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import importlib.abc
 import sys
 
-DECLINED = ("sklearn", "matplotlib")  # top-level package names Keras imports optionally at import time
+KERAS_OPTIONAL = ("sklearn", "matplotlib", "pandas")  # top-level packages Keras imports if installed
 
 
 def _importer_is_a_keras_module_body() -> bool:
@@ -30,10 +32,10 @@ def _importer_is_a_keras_module_body() -> bool:
 
 
 class _KerasOptionalImports(importlib.abc.MetaPathFinder):
-    """Declines DECLINED packages to Keras's module bodies (ModuleNotFoundError, as if not installed)."""
+    """Declines KERAS_OPTIONAL packages to Keras's module bodies (ModuleNotFoundError, as if not installed)."""
 
     def find_spec(self, fullname, path=None, target=None):  # noqa: ARG002 - the finder protocol's signature
-        if fullname in DECLINED and _importer_is_a_keras_module_body():
+        if fullname in KERAS_OPTIONAL and _importer_is_a_keras_module_body():
             raise ModuleNotFoundError(f"{fullname} is not imported for Keras here (ops/lean_keras.py)", name=fullname)
         return None
 
