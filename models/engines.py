@@ -45,7 +45,6 @@ def select(engine: str) -> None:
 def import_keras() -> Any:
     """Import Keras (with its backend: select() first) without the integrations of KERAS_OPTIONAL (ops/lean_keras.py);
     the modules themselves stay importable. A no-op where Keras is loaded already."""
-    lean_keras.install()  # installed already by `import ops`; here too, for a process that has not imported ops
-    import keras
+    import keras  # the finder is in place: importing this module imported ops, which installs it
 
     return keras

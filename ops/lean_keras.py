@@ -5,9 +5,9 @@ sklearn estimator wrappers, matplotlib.pyplot for its image-gallery plots, panda
 Declined, `import tensorflow, keras` costs 3.5-4.2 CPU s instead of 6.2-6.3 (2026-11-29, the 2-core AMD EPYC of
 that morning) or 7.2-7.4 instead of 9.2-10.5 (the same kind of machine that afternoon), paid by every training
 process at its start (on a cluster, in thousands of small files read from a shared file system), and by the test
-suite's ~100 TensorFlow processes. `install()` (called by `import ops`, before any project module imports Keras, and
-by models.engines.import_keras) puts a finder first on sys.meta_path that declines exactly those imports when a Keras
-module's body makes them while it is being imported. Keras treats them as not installed (its sklearn wrappers and
+suite's ~100 TensorFlow processes. `install()` (called by `import ops`, so before any project module imports
+Keras, models.engines.import_keras among them) puts a finder first on sys.meta_path that declines exactly those
+imports when a Keras module's body makes them while it is being imported. Keras treats them as not installed (its sklearn wrappers and
 image-gallery plots then say so if called, frames are not taken as inputs); an import of them from anywhere else,
 including a Keras function at call time, works as usual: a finished cell draws its learning curves with matplotlib.
 """

@@ -13,7 +13,6 @@ in TF's layouts (NHWC, HWIO), on device "cpu" or "gpu", so the checks in ops/sel
 
 from __future__ import annotations
 
-import os
 import statistics
 import subprocess
 import sys
@@ -73,10 +72,8 @@ def torch_errors_reach_python(device: str, compiler: str) -> str | None:
     ends the process there instead (found on GPU machines whose CXX was a wrapper of a relocated GCC 13.3: SIGSEGV
     at any TORCH_CHECK, even in a five-line extension; the same GCC from the distribution raises). ops.torch_ops
     checks its inputs in Python first, but a process should not die of a bad tensor."""
-    repo = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")]))}
-    result = subprocess.run([sys.executable, "-c", ERROR_PROBE.format(device=device)], cwd=repo, env=env,
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run([sys.executable, "-c", ERROR_PROBE.format(device=device)],
+                            cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=600)
     if result.returncode == 0 and "raised:" in result.stdout and ERROR_PROBE_MESSAGE in result.stdout:
         return None
     ended = f"ended by signal {-result.returncode}" if result.returncode < 0 else f"exited {result.returncode}"
