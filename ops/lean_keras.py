@@ -7,9 +7,10 @@ that morning) or 7.2-7.4 instead of 9.2-10.5 (the same kind of machine that afte
 process at its start (on a cluster, in thousands of small files read from a shared file system), and by the test
 suite's ~100 TensorFlow processes. `install()` (called by `import ops`, so before any project module imports
 Keras, models.engines.import_keras among them) puts a finder first on sys.meta_path that declines exactly those
-imports when a Keras module's body makes them while it is being imported. Keras treats them as not installed (its sklearn wrappers and
-image-gallery plots then say so if called, frames are not taken as inputs); an import of them from anywhere else,
-including a Keras function at call time, works as usual: a finished cell draws its learning curves with matplotlib.
+imports when a Keras module's body makes them while it is being imported. Keras treats them as not installed
+(its sklearn wrappers and image-gallery plots then say so if called, frames are not taken as inputs); an import of
+them from anywhere else, including a Keras function at call time, works as usual: a finished cell draws its
+learning curves with matplotlib.
 """
 
 from __future__ import annotations
