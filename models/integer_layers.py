@@ -48,22 +48,22 @@ class _RangeMixin:
         self._table = K.convert_to_tensor(keras_integer.table_entries(self.mode))
 
     def _input_range(self, x, training):
-        """The range this pass quantises x with, after this step's update of the running range."""
-        batch_lo, batch_hi = keras_integer.tensor_range(x)
+        """The range this pass quantises x with, after this step's update of the running range, and whether x is
+        all finite (one pass of the compiled range op gives both)."""
+        batch_lo, batch_hi, finite = keras_integer.finite_range(x)
         running_lo, running_hi = self.activation_range[0], self.activation_range[1]
         seen = K.greater(self.range_updates, keras_integer.scalar(0.0, x))
         if not (training or self.calibrating):
-            return K.where(seen, running_lo, batch_lo), K.where(seen, running_hi, batch_hi)
+            return (K.where(seen, running_lo, batch_lo), K.where(seen, running_hi, batch_hi)), finite
         if self.calibrating:  # the union of the batches' ranges (min and max are exact)
             lo, hi = K.minimum(running_lo, batch_lo), K.maximum(running_hi, batch_hi)
         else:
             lo, hi = keras_integer.update_running_range(running_lo, running_hi, batch_lo, batch_hi)
         lo, hi = K.where(seen, lo, batch_lo), K.where(seen, hi, batch_hi)
-        finite = keras_integer.all_finite(x)
         lo, hi = K.where(finite, lo, running_lo), K.where(finite, hi, running_hi)
         self.activation_range.assign(K.stack([lo, hi]))
         self.range_updates.assign(K.add(self.range_updates, K.cast(finite, "float32")))
-        return lo, hi
+        return (lo, hi), finite
 
     def get_config(self):
         return {**super().get_config(), "multiplier": self.multiplier, "exact_gradients": self.exact_gradients,
@@ -87,11 +87,11 @@ class IntConv2D(_RangeMixin, keras.layers.Conv2D):
                              f"'valid'; got {self.data_format!r}, {self.groups}, {self.padding!r}")
 
     def call(self, inputs, training=None):
-        activation_range = self._input_range(inputs, training)
+        activation_range, finite = self._input_range(inputs, training)
         y = keras_integer.conv2d(inputs, self.kernel, self.mode, activation_range,
                                  _spatial_arg(self.strides, "strides"), self.padding.upper(),
                                  _spatial_arg(self.dilation_rate, "dilation_rate"), table=self._table,
-                                 table_gradients=self.table_gradients)
+                                 table_gradients=self.table_gradients, input_finite=finite)
         return self._finish(y)
 
 
@@ -107,6 +107,6 @@ class IntDense(_RangeMixin, keras.layers.Dense):
                              "multiplier")
 
     def call(self, inputs, training=None):
-        activation_range = self._input_range(inputs, training)
+        activation_range, finite = self._input_range(inputs, training)
         return self._finish(keras_integer.dense(inputs, self.kernel, self.mode, activation_range, table=self._table,
-                                                table_gradients=self.table_gradients))
+                                                table_gradients=self.table_gradients, input_finite=finite))

@@ -3,7 +3,7 @@
     conv2d(x, kernel, mode, activation_range, strides, padding, dilations, scheme=None)   NHWC x, HWIO kernel
     dense(x, kernel, mode, activation_range, scheme=None)                                  [..., K] x [K, N]
         (either with table_gradients=True: the backward through the table, conv2d_table_gradients)
-    tensor_range(x), update_running_range(running, batch)                                 the activation range
+    finite_range(x), update_running_range(running, batch)          the activation range (and x's finiteness)
 
 The section "Integer modes (8-bit, table products)" of docs/multipliers-spec.md, step for step: ranges, scales and
 zero points, the quantiser (the compiled ops.keras_ops.quantise: codes and masks in one pass), the forward through
@@ -64,19 +64,25 @@ def _flushed(x):
     return K.where(K.less(K.abs(x), scalar(SMALLEST_NORMAL, x)), K.zeros_like(x), x)
 
 
+def finite_range(x, per_channel: bool = False):
+    """(lo, hi, finite): min(0, smallest finite element), max(0, largest finite element) as float32, subnormals
+    counted as zero, and whether every element is finite; scalars, or per_channel one per index of the last axis
+    (weights' output channels). One pass of the compiled op (ops/cc/integer_quantise.h) where a composition of Keras
+    ops took about 11."""
+    lo, hi, finite = keras_ops.finite_range(K.cast(x, "float32"), per_channel)
+    if per_channel:
+        return lo, hi, finite
+    return K.reshape(lo, ()), K.reshape(hi, ()), K.reshape(finite, ())
+
+
 def tensor_range(x, per_channel: bool = False):
-    """(lo, hi) float32: min(0, smallest finite element), max(0, largest finite element); per_channel: one pair per
-    index of the last axis (weights' output channels)."""
-    x = _flushed(K.cast(x, "float32"))
-    x = K.where(K.isfinite(x), x, K.zeros_like(x))
-    axis = tuple(range(len(x.shape) - 1)) if per_channel else None
-    zero = scalar(0.0, x)
-    return K.minimum(K.min(x, axis=axis), zero), K.maximum(K.max(x, axis=axis), zero)
+    """(lo, hi) float32 of finite_range."""
+    return finite_range(x, per_channel)[:2]
 
 
 def all_finite(x):
     """A boolean scalar: no NaN or infinity in x (a batch that has one leaves the running range unchanged)."""
-    return K.all(K.isfinite(x))
+    return finite_range(x)[2]
 
 
 def update_running_range(running_lo, running_hi, batch_lo, batch_hi):
@@ -122,18 +128,18 @@ def _as_bytes(q):
     return K.cast(K.where(K.less(q, scalar(0.0, q)), K.add(q, scalar(256.0, q)), q), "uint8")
 
 
-def _quantised_step(x, kernel, codes: CodeSpace, activation_range, forward):
+def _quantised_step(x, kernel, codes: CodeSpace, activation_range, forward, input_finite=None):
     """The layer's forward on x and a kernel whose last axis is the output channels: scales, codes and rescale;
-    forward(x_bytes, w_bytes, zero_a, zero_w, rescale) runs the table op. Returns y and what the gradients read:
-    a _Quantised."""
+    forward(x_bytes, w_bytes, zero_a, zero_w, rescale) runs the table op. input_finite: whether x is all finite,
+    when the caller knows (else computed). Returns y and what the gradients read: a _Quantised."""
     s_a, z_a = scales(*activation_range, codes)
-    s_w, z_w = scales(*tensor_range(kernel, per_channel=True), codes)
+    w_lo, w_hi, w_finite = finite_range(kernel, per_channel=True)
+    s_w, z_w = scales(w_lo, w_hi, codes)
     # fl32(s_a x s_w[c]), flushed; NaN where x or channel c of the kernel holds a NaN or an infinity (spec, Outputs).
     rescale = K.multiply(s_a, s_w)
     rescale = K.where(K.less(rescale, scalar(SMALLEST_NORMAL, rescale)), K.zeros_like(rescale), rescale)
-    bad_channels = K.logical_not(K.all(K.isfinite(kernel), axis=tuple(range(len(kernel.shape) - 1))))
-    rescale = K.where(K.logical_or(bad_channels, K.logical_not(all_finite(x))), scalar(float("nan"), rescale),
-                      rescale)
+    x_finite = all_finite(x) if input_finite is None else input_finite
+    rescale = K.where(K.logical_and(w_finite, x_finite), rescale, scalar(float("nan"), rescale))
 
     b_x, mask_x = quantise(x, s_a, z_a, codes)
     b_w, mask_w = quantise(kernel, s_w, z_w, codes)
@@ -197,17 +203,18 @@ def _with_gradient(x, kernel, step):
 
 
 def conv2d(x, kernel, mode: IntegerMode, activation_range, strides, padding: str, dilations, scheme=None,
-           table=None, table_gradients=False):
+           table=None, table_gradients=False, input_finite=None):
     """NHWC x conv HWIO kernel under the integer mode: float32 [N, Ho, Wo, O] without bias. activation_range (lo,
     hi) quantises x (the layer's running range, or the batch's own); the kernel's range is its own, per output
     channel. `table` is the mode's entries as a tensor on x's device (table_entries, made once by the layer).
-    table_gradients: the backward through the table too (conv2d_table_gradients), else straight-through."""
+    table_gradients: the backward through the table too (conv2d_table_gradients), else straight-through.
+    input_finite: whether x is all finite, where the caller has it from x's range pass (else computed here)."""
     codes, table, activation_range, signed = _layer_setup(mode, scheme, table, activation_range)
 
     def step(x, kernel):
         forward = lambda xb, wb, z_a, z_w, rescale: keras_ops.int_conv2d_codes(
             xb, wb, table, z_a, z_w, rescale, signed, strides, padding, dilations)
-        y, q = _quantised_step(x, kernel, codes, activation_range, forward)
+        y, q = _quantised_step(x, kernel, codes, activation_range, forward, input_finite)
 
         def gradients(upstream):
             if table_gradients:
@@ -226,11 +233,13 @@ def conv2d(x, kernel, mode: IntegerMode, activation_range, strides, padding: str
     return _with_gradient(x, kernel, step)
 
 
-def dense(x, kernel, mode: IntegerMode, activation_range, scheme=None, table=None, table_gradients=False):
+def dense(x, kernel, mode: IntegerMode, activation_range, scheme=None, table=None, table_gradients=False,
+          input_finite=None):
     """x [..., K] times kernel [K, N] under the integer mode. The forward is the 1 x 1 conv of a 1 x 1 image per
     row; the straight-through gradients are acc32's matmuls, dx = dy w'^T and dw = x'^T dy: the same products and
     sums as the conv's gradient kernels (the spec's), about 5x faster on a 1 x 1 image (784 -> 300 at batch 128: 2.8
-    against 15 ms on 2 AVX2 cores). table_gradients: the 1 x 1 conv's gradients through the table."""
+    against 15 ms on 2 AVX2 cores). table_gradients: the 1 x 1 conv's gradients through the table. input_finite as
+    conv2d's."""
     codes, table, activation_range, signed = _layer_setup(mode, scheme, table, activation_range)
     n_in, n_out = K.shape(kernel)[-2], K.shape(kernel)[-1]
     rows = K.reshape(x, (-1, n_in))
@@ -239,7 +248,7 @@ def dense(x, kernel, mode: IntegerMode, activation_range, scheme=None, table=Non
         forward = lambda xb, wb, z_a, z_w, rescale: K.reshape(keras_ops.int_conv2d_codes(
             K.reshape(xb, (-1, 1, 1, n_in)), K.reshape(wb, (1, 1, n_in, n_out)), table, z_a, z_w, rescale, signed,
             1, "VALID", 1), (-1, n_out))
-        y, q = _quantised_step(rows, kernel, codes, activation_range, forward)
+        y, q = _quantised_step(rows, kernel, codes, activation_range, forward, input_finite)
 
         def gradients(upstream):
             if table_gradients:

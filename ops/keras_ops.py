@@ -81,6 +81,19 @@ def quantise(x, scale, zero, qmin: int, qmax: int):
     return torch_ops.quantise(x, scale, zero, qmin, qmax)
 
 
+def finite_range(x, per_channel: bool = False):
+    """The integer modes' ranges in one pass: (lo, hi, finite) of float32 x, the min and max of its finite values
+    (subnormals as zero) widened to hold 0, and whether every value is finite; shape [1], or per_channel one per
+    index of x's last axis (ops/cc/integer_quantise.h)."""
+    if backend() == "tensorflow":
+        from ops.tf_binding import api  # here, not at the top: a torch-backend process loads no TensorFlow
+
+        return api.finite_range(x, per_channel)
+    from ops.torch_binding import ops as torch_ops  # here, not at the top: a TF-backend process loads no torch
+
+    return torch_ops.finite_range(keras.ops.convert_to_tensor(x), per_channel)
+
+
 def conv2d_backprop_input(input_shape, kernel, dy, strides, padding: str, dilations, multiplier: str):
     """dx (NHWC, of `input_shape`) of conv2d(x, kernel): dy (*) kernel^T through the multiplier; kernel HWIO."""
     if backend() == "tensorflow":

@@ -139,8 +139,9 @@ QUANTISER_CODES = [(-127, 127, (0, 0)), (-128, 127, (-128, 127)), (1, 255, (128,
 
 
 def check_quantiser(framework) -> str | None:
-    """The integer modes' quantiser on GPU and CPU: the same codes and masks, per tensor and per last-axis channel,
-    on values over the codes' range and past it with NaN, infinities, subnormals and signed zeros among them."""
+    """The integer modes' quantiser and ranges on GPU and CPU: the same codes and masks, and the same range bits and
+    finiteness, per tensor and per last-axis channel, on values over the codes' range and past it with NaN,
+    infinities, subnormals and signed zeros among them."""
     rng = np.random.default_rng(20261129)
     specials = np.array([np.nan, np.inf, -np.inf, 1e-40, -1e-40, 0.0, -0.0, 3.4e38, -3.4e38], np.float32)
     for qmin, qmax, (zmin, zmax) in QUANTISER_CODES:
@@ -154,6 +155,10 @@ def check_quantiser(framework) -> str | None:
             if not (np.array_equal(gpu_codes, cpu_codes) and np.array_equal(gpu_mask, cpu_mask)):
                 return (f"codes [{qmin}, {qmax}], {channels} scale(s): {(gpu_codes != cpu_codes).sum()} of "
                         f"{x.size} codes and {(gpu_mask != cpu_mask).sum()} masks differ")
+            gpu_range, cpu_range = (framework.finite_range(x, channels > 1, device) for device in ("gpu", "cpu"))
+            for name, gpu, cpu in zip(("lo", "hi", "finite"), gpu_range, cpu_range):
+                if not np.array_equal(gpu.view(np.uint8), cpu.view(np.uint8)):
+                    return f"ranges, {channels} channel(s): {name} differs: GPU {gpu[:4]}, CPU {cpu[:4]}, ..."
     return None
 
 
@@ -209,7 +214,7 @@ def main(argv=None) -> int:
             print(f"  {label}: {failure}", flush=True)
             failures.append(f"{label}: {failure}")
     failure = check_quantiser(framework)
-    print(f"{'quantiser':16s} codes and masks GPU == CPU: {'bit-exact: ok' if not failure else 'MISMATCH'}",
+    print(f"{'quantiser':16s} codes, masks and ranges GPU == CPU: {'bit-exact: ok' if not failure else 'MISMATCH'}",
           flush=True)
     if failure:
         print(f"  quantiser: {failure}", flush=True)

@@ -130,6 +130,9 @@ class TorchFramework:
                                         self._tensor(zero, device), qmin, qmax)
         return codes.cpu().numpy(), mask.cpu().numpy()
 
+    def finite_range(self, x, per_channel, device):
+        return tuple(t.cpu().numpy() for t in self.ops.finite_range(self._tensor(x, device), per_channel))
+
     def errors_reach_python(self, device):
         from ops.build.torch_library import load  # loaded already: the build's record
 
@@ -204,6 +207,10 @@ class TensorFlowFramework:
         with self._device(device):
             codes, mask = self.api.quantise(x, scale, zero, qmin, qmax)
             return codes.numpy(), mask.numpy()
+
+    def finite_range(self, x, per_channel, device):
+        with self._device(device):
+            return tuple(t.numpy() for t in self.api.finite_range(x, per_channel))
 
     def errors_reach_python(self, device):  # noqa: ARG002 - the frameworks' common signature
         return None  # TensorFlow's kernels refuse input by a status (OP_REQUIRES): no C++ exception crosses into it

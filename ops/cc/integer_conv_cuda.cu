@@ -471,7 +471,62 @@ __global__ void quantise_kernel(const float* x, int64_t count, QuantiseArgs args
   }
 }
 
+// The ranges' outputs before the pass: every bound +0 (the bit pattern 0), every channel finite.
+__global__ void finite_range_init_kernel(int64_t channels, float* lo, float* hi, bool* finite) {
+  wait_for_prior_kernel();
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= channels) return;
+  lo[c] = 0.0f;
+  hi[c] = 0.0f;
+  finite[c] = true;
+}
+
+// The ranges (integer_quantise.h), x viewed as [rows, channels]: thread t keeps channel t % channels' bounds over the
+// rows t / channels, + row_step, ... (consecutive threads read consecutive values), then merges them into the
+// outputs by atomics on their bit patterns: lo is +0 or negative, and a more negative float has a larger unsigned
+// pattern; hi is +0 or positive, ordered as its pattern. Max is exact, so the bits do not depend on the order. Per
+// tensor (one channel) a warp first reduces its lanes' bounds by shuffles: one atomic a warp.
+__global__ void finite_range_kernel(const float* x, int64_t rows, int64_t channels, int64_t row_step, float* lo,
+                                    float* hi, bool* finite) {
+  wait_for_prior_kernel();
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const bool active = t < channels * row_step;
+  float low = 0.0f, high = 0.0f;
+  bool all_finite = true;
+  const int64_t c = active ? t % channels : 0;
+  if (active) {
+    for (int64_t r = t / channels; r < rows; r += row_step) finite_range_step(__ldg(x + r * channels + c), &low, &high,
+                                                                                &all_finite);
+  }
+  if (channels == 1) {  // every lane of the block's warps reaches here (the grid is whole warps)
+    for (int offset = 16; offset > 0; offset /= 2) {
+      low = fminf(low, __shfl_xor_sync(0xffffffffu, low, offset));
+      high = fmaxf(high, __shfl_xor_sync(0xffffffffu, high, offset));
+    }
+    all_finite = __all_sync(0xffffffffu, all_finite);
+    if ((threadIdx.x & 31) != 0) return;
+  }
+  if (!active) return;
+  if (low < 0.0f) atomicMax(reinterpret_cast<unsigned int*>(lo + c), __float_as_uint(low));
+  if (high > 0.0f) atomicMax(reinterpret_cast<unsigned int*>(hi + c), __float_as_uint(high));
+  if (!all_finite) finite[c] = false;  // every writer writes the same value
+}
+
 }  // namespace
+
+LaunchStatus finite_range(const float* x, int64_t count, int64_t channels, float* lo, float* hi, bool* finite,
+                          cudaStream_t stream) {
+  if (channels <= 0) return {};
+  const int64_t rows = count / channels;
+  LaunchStatus status = launch_kernel(false, finite_range_init_kernel, dim3(static_cast<unsigned>((channels + 255) /
+                                      256)), dim3(256), 0, stream, channels, lo, hi, finite);
+  if (!status.ok || rows == 0) return status;
+  // About 16 values a thread, at most 2^20 threads (enough to fill any GPU), at least one thread a channel.
+  const int64_t row_step = std::max<int64_t>(1, std::min((rows + 15) / 16, (int64_t{1} << 20) / channels));
+  const int64_t threads = channels * row_step;
+  return launch_kernel(true, finite_range_kernel, dim3(static_cast<unsigned>((threads + 255) / 256)), dim3(256), 0,
+                       stream, x, rows, channels, row_step, lo, hi, finite);
+}
 
 LaunchStatus quantise(const float* x, int64_t count, const QuantiseArgs& args, uint8_t* codes, bool* in_range,
                       cudaStream_t stream) {

@@ -12,6 +12,7 @@
 //       on the device's memory; a failed launch fails ctx
 //   void int_conv2d(ctx, g, x, w, args, y);   the integer op (integer_conv.h), for IntConv2DOp
 //   void quantise(ctx, x, count, args, codes, in_range);   the integer modes' quantiser (integer_quantise.h)
+//   void finite_range(ctx, x, count, channels, lo, hi, finite);   the ranges its scales come from (the same header)
 #ifndef AMDNN_OPS_CC_KERNELS_COMMON_H_
 #define AMDNN_OPS_CC_KERNELS_COMMON_H_
 
@@ -342,6 +343,36 @@ class QuantiseOp : public OpKernel {
 
  private:
   QuantiseArgs args_;
+  Backend backend_;
+};
+
+// AmdnnFiniteRange: the ranges the integer modes' scales come from (integer_quantise.h). Input: values (float, any
+// shape; rank >= 1 per channel). Outputs lo, hi and finite of 1 value, or one per index of the last axis.
+template <typename Backend>
+class FiniteRangeOp : public OpKernel {
+ public:
+  explicit FiniteRangeOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("per_channel", &per_channel_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& x = ctx->input(0);
+    OP_REQUIRES(ctx, !per_channel_ || x.dims() > 0,
+                errors::InvalidArgument(name(), ": per-channel ranges need an input of rank 1 or more (channels on "
+                                        "its last axis); got a scalar"));
+    const int64_t channels = per_channel_ ? x.dim_size(x.dims() - 1) : 1;
+    Tensor* lo = nullptr;
+    Tensor* hi = nullptr;
+    Tensor* finite = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({channels}), &lo));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({channels}), &hi));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({channels}), &finite));
+    backend_.finite_range(ctx, x.flat<float>().data(), x.NumElements(), channels, lo->flat<float>().data(),
+                          hi->flat<float>().data(), finite->flat<bool>().data());
+  }
+
+ private:
+  bool per_channel_ = false;
   Backend backend_;
 };
 

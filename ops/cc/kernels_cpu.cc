@@ -59,6 +59,10 @@ class CpuBackend {
                 bool* in_range) {
     quantise_cpu(x, count, args, codes, in_range, thread_pool(ctx));
   }
+  void finite_range(OpKernelContext* ctx, const float* x, int64_t count, int64_t channels, float* lo, float* hi,
+                    bool* finite) {
+    finite_range_cpu(x, count, channels, lo, hi, finite, thread_pool(ctx));
+  }
   void matmul(OpKernelContext* ctx, const Multiplier& mult, const float* a, const float* b, float* c, int64_t m,
               int64_t n, int64_t k, bool transpose_a, bool transpose_b) {
     matmul_cpu(mult, a, b, c, m, n, k, transpose_a, transpose_b, thread_pool(ctx), num_threads(ctx));
@@ -131,6 +135,7 @@ REGISTER_KERNEL_BUILDER(Name("AmdnnConv2DBackpropFilter").Device(::tensorflow::D
 REGISTER_KERNEL_BUILDER(Name("AmdnnMatMul").Device(::tensorflow::DEVICE_CPU), MatMulOp<CpuBackend>);
 REGISTER_KERNEL_BUILDER(Name("AmdnnIntConv2D").Device(::tensorflow::DEVICE_CPU), IntConv2DOp<CpuBackend>);
 REGISTER_KERNEL_BUILDER(Name("AmdnnQuantise").Device(::tensorflow::DEVICE_CPU), QuantiseOp<CpuBackend>);
+REGISTER_KERNEL_BUILDER(Name("AmdnnFiniteRange").Device(::tensorflow::DEVICE_CPU), FiniteRangeOp<CpuBackend>);
 
 }  // namespace kernels
 }  // namespace amdnn

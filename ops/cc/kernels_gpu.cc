@@ -141,6 +141,10 @@ class GpuBackend {
                 bool* in_range) {
     launched(ctx, gpu::quantise(x, count, args, codes, in_range, stream_of(ctx)));
   }
+  void finite_range(OpKernelContext* ctx, const float* x, int64_t count, int64_t channels, float* lo, float* hi,
+                    bool* finite) {
+    launched(ctx, gpu::finite_range(x, count, channels, lo, hi, finite, stream_of(ctx)));
+  }
 
  private:
   struct DeviceTable {
@@ -164,6 +168,7 @@ REGISTER_KERNEL_BUILDER(
 REGISTER_KERNEL_BUILDER(Name("AmdnnMatMul").Device(DEVICE_GPU).HostMemory("table"), MatMulOp<GpuBackend>);
 REGISTER_KERNEL_BUILDER(Name("AmdnnIntConv2D").Device(DEVICE_GPU), IntConv2DOp<GpuBackend>);
 REGISTER_KERNEL_BUILDER(Name("AmdnnQuantise").Device(DEVICE_GPU), QuantiseOp<GpuBackend>);
+REGISTER_KERNEL_BUILDER(Name("AmdnnFiniteRange").Device(DEVICE_GPU), FiniteRangeOp<GpuBackend>);
 
 }  // namespace kernels
 }  // namespace amdnn

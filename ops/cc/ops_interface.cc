@@ -146,6 +146,28 @@ REGISTER_OP("AmdnnQuantise")
          "byte (zero for a NaN or an infinity) and whether the clamp did not act (integer_quantise.h); scale and zero "
          "hold one value, or one per index of the input's last axis.");
 
+REGISTER_OP("AmdnnFiniteRange")
+    .Input("input: float")
+    .Output("lo: float")
+    .Output("hi: float")
+    .Output("finite: bool")
+    .Attr("per_channel: bool = false")
+    .SetShapeFn([](InferenceContext* c) {
+      bool per_channel = false;
+      TF_RETURN_IF_ERROR(c->GetAttr("per_channel", &per_channel));
+      ShapeHandle bounds = c->Vector(1);
+      if (per_channel) {
+        ShapeHandle input;
+        TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 1, &input));
+        bounds = c->Vector(c->Dim(input, -1));
+      }
+      for (int i = 0; i < 3; ++i) c->set_output(i, bounds);
+      return Status();
+    })
+    .Doc("The integer modes' ranges in one pass: lo = min(0, smallest finite value), hi = max(0, largest finite "
+         "value), subnormals counted as zero, and whether every value is finite (integer_quantise.h); of the whole "
+         "input ([1] each), or per_channel, one per index of its last axis.");
+
 REGISTER_OP("AmdnnPathCounts")
     .Output("counts: int64")
     .SetIsStateful()  // a fresh reading at every run: never folded or cached

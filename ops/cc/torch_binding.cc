@@ -281,6 +281,28 @@ std::tuple<Tensor, Tensor> quantise_cpu_kernel(const Tensor& x, const Tensor& sc
   return {codes, in_range};
 }
 
+// The ranges' checks, on any device: x float32 (rank >= 1 per channel). Returns the contiguous x and the channel
+// count, and allocates the outputs (float32 lo and hi, bool finite: 1 value, or one per index of x's last axis).
+int64_t finite_range_setup(const Tensor& x, bool per_channel, Tensor* keep, Tensor* lo, Tensor* hi, Tensor* finite) {
+  check_float(x, "x", "finite_range");
+  TORCH_CHECK(!per_channel || x.dim() > 0, "amdnn.finite_range: per-channel ranges need an x of rank 1 or more "
+              "(channels on its last axis); got a scalar");
+  const int64_t channels = per_channel ? x.size(-1) : 1;
+  *keep = x.contiguous();
+  *lo = torch::empty({channels}, x.options());
+  *hi = torch::empty({channels}, x.options());
+  *finite = torch::empty({channels}, x.options().dtype(torch::kBool));
+  return channels;
+}
+
+std::tuple<Tensor, Tensor, Tensor> finite_range_cpu_kernel(const Tensor& x, bool per_channel) {
+  Tensor keep, lo, hi, finite;
+  const int64_t channels = finite_range_setup(x, per_channel, &keep, &lo, &hi, &finite);
+  finite_range_cpu(keep.data_ptr<float>(), keep.numel(), channels, lo.data_ptr<float>(), hi.data_ptr<float>(),
+                   finite.data_ptr<bool>(), torch_parallel_for);
+  return {lo, hi, finite};
+}
+
 // ------------------------------------------------------------------------------------------------ CUDA
 
 #if defined(AMDNN_WITH_CUDA)
@@ -432,6 +454,18 @@ std::tuple<Tensor, Tensor> quantise_cuda_kernel(const Tensor& x, const Tensor& s
   return {codes, in_range};
 }
 
+// The ranges on the GPU: finite_range_setup's checks and outputs (on x's CUDA device), then the CUDA core.
+std::tuple<Tensor, Tensor, Tensor> finite_range_cuda_kernel(const Tensor& x, bool per_channel) {
+  Tensor keep, lo, hi, finite;
+  const int64_t channels = finite_range_setup(x, per_channel, &keep, &lo, &hi, &finite);
+  const c10::cuda::CUDAGuard guard(x.device());
+  check_launch(gpu::finite_range(keep.data_ptr<float>(), keep.numel(), channels, lo.data_ptr<float>(),
+                                 hi.data_ptr<float>(), finite.data_ptr<bool>(),
+                                 at::cuda::getCurrentCUDAStream().stream()),
+               "finite_range");
+  return {lo, hi, finite};
+}
+
 std::vector<int64_t> gpu_path_counts() {
   const gpu::PathCounts counts = gpu::path_counts();
   return {static_cast<int64_t>(counts.fast), static_cast<int64_t>(counts.generic)};
@@ -464,6 +498,7 @@ TORCH_LIBRARY(amdnn, m) {
   m.def("int_conv2d(Tensor x, Tensor w, Tensor table, Tensor zero_a, Tensor zero_w, Tensor rescale, "
         "bool signed_codes, int[] stride, int[] padding, int[] dilation) -> Tensor");
   m.def("quantise(Tensor x, Tensor scale, Tensor zero, int qmin, int qmax) -> (Tensor, Tensor)");
+  m.def("finite_range(Tensor x, bool per_channel=False) -> (Tensor, Tensor, Tensor)");
   m.def("gpu_path_counts() -> int[]", &gpu_path_counts);
   m.def("cpu_path_counts() -> int[]", &cpu_path_counts);
 }
@@ -476,6 +511,7 @@ TORCH_LIBRARY_IMPL(amdnn, CPU, m) {
   m.impl("products", &products_cpu_kernel);
   m.impl("int_conv2d", &int_conv2d_cpu_kernel);
   m.impl("quantise", &quantise_cpu_kernel);
+  m.impl("finite_range", &finite_range_cpu_kernel);
 }
 
 #if defined(AMDNN_WITH_CUDA)
@@ -486,6 +522,7 @@ TORCH_LIBRARY_IMPL(amdnn, CUDA, m) {
   m.impl("matmul", &matmul_cuda_kernel);
   m.impl("int_conv2d", &int_conv2d_cuda_kernel);
   m.impl("quantise", &quantise_cuda_kernel);
+  m.impl("finite_range", &finite_range_cuda_kernel);
 }
 #endif
 

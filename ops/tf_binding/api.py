@@ -88,6 +88,13 @@ def quantise(x, scale, zero, qmin: int, qmax: int):
     return library().amdnn_quantise(x, scale, zero, qmin=int(qmin), qmax=int(qmax))
 
 
+def finite_range(x, per_channel: bool = False):
+    """The ranges the integer modes' scales come from (ops/cc/integer_quantise.h), in one pass: (lo, hi, finite),
+    lo = min(0, smallest finite value), hi = max(0, largest finite value), subnormals counted as zero, finite: no NaN
+    or infinity; float32, float32, bool of shape [1], or per_channel [the size of x's last axis]. No gradient."""
+    return library().amdnn_finite_range(x, per_channel=bool(per_channel))
+
+
 def conv2d_backprop_input(input_shape, w, dy, strides=1, padding="SAME", dilations=1, multiplier="acc32"):
     """dx of conv2d(x, w) for x of `input_shape`: dy (*) w^T through the multiplier (dy the left operand)."""
     attr, table = kernel_arguments(multiplier)

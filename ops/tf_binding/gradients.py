@@ -61,3 +61,4 @@ def _matmul_grad(op, grad):
 # from ops.keras_integer (the straight-through estimator, or the table's).
 tf.no_gradient("AmdnnIntConv2D")
 tf.no_gradient("AmdnnQuantise")
+tf.no_gradient("AmdnnFiniteRange")  # the scales it gives are constants to the straight-through gradient

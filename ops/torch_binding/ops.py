@@ -317,6 +317,14 @@ def quantise(x, scale, zero, qmin: int, qmax: int) -> tuple[torch.Tensor, torch.
     return torch.ops.amdnn.quantise(x, scale, zero, int(qmin), int(qmax))
 
 
+def finite_range(x, per_channel: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The ranges the integer modes' scales come from (ops/cc/integer_quantise.h), in one pass: (lo, hi, finite),
+    lo = min(0, smallest finite value), hi = max(0, largest finite value), subnormals counted as zero, finite: no NaN
+    or infinity; float32, float32, bool of shape [1], or per_channel [the size of x's last axis], on x's device. No
+    autograd."""
+    return torch.ops.amdnn.finite_range(x, bool(per_channel))
+
+
 def conv2d_backward_input(input_size, w, dy, stride=1, padding="same", dilation=1, multiplier="acc32"):
     """dx [N, C, H, W] of conv2d(x, w) (x of `input_size`, NCHW; w OIHW; dy NCHW) through the multiplier."""
     stride_pair, dilation_pair = _pair(stride, "stride"), _pair(dilation, "dilation")

@@ -1,7 +1,8 @@
 """The integer modes' forward conv on a GPU (torch.ops.amdnn.int_conv2d, ops/cc/integer_conv_cuda.cu) bit for bit
 against numpy: the exact integer sums of ops/modes/integer_reference.accumulate on the im2col patches (padding taps
 the code zero_a), then fl32(fl32(acc) x rescale), with random codes, tables, zero points and rescales; and the
-quantiser that makes the codes (torch.ops.amdnn.quantise) against the reference's bytes and masks.
+quantiser that makes the codes (torch.ops.amdnn.quantise) against the reference's bytes and masks, and the ranges
+its scales come from (torch.ops.amdnn.finite_range) against the reference's bounds and numpy's finiteness.
 
 The CPU kernel (ops/cc/integer_conv_cpu.cc) must give the same bits, and is compared too. Needs torch with CUDA,
 nvcc and a GPU (not part of CI): `bash tests/device/run_on_gpu.sh -k integer`.
@@ -19,7 +20,7 @@ import torch
 
 from ops.build.torch_library import load
 from ops.modes.integer_reference import SMALLEST_NORMAL, accumulate
-from tests.ops import quantiser_cases
+from tests.ops import quantiser_cases, range_cases
 
 if not torch.cuda.is_available():
     pytest.fail("tests/device needs a CUDA GPU (run them on the GPU machine with tests/device/run_on_gpu.sh)",
@@ -205,6 +206,20 @@ def test_quantiser_bit_exact(codes, shape, per_channel):
                                                        codes.qmin, codes.qmax)
         assert np.array_equal(got_bytes.cpu().numpy(), want_bytes), device
         assert np.array_equal(got_mask.cpu().numpy(), want_mask), device
+
+
+@pytest.mark.parametrize("shape,per_channel", range_cases.SHAPES)
+def test_ranges_bit_exact(shape, per_channel):
+    """torch.ops.amdnn.finite_range on the GPU (integer_conv_cuda.cu: per-thread bounds merged by atomics on their
+    bit patterns): lo and hi bit for bit the reference's (a zero bound +0) and the CPU kernel's, finite numpy's, on
+    the values where each rule acts (tests/ops/range_cases.py)."""
+    x = range_cases.values(shape)
+    want = range_cases.expected(x, per_channel)
+    for device in (DEVICE, DEVICE, torch.device("cpu")):  # the GPU twice: its atomics' order differs run to run
+        got = [t.cpu().numpy() for t in torch.ops.amdnn.finite_range(torch.as_tensor(x).to(device), per_channel)]
+        for name, g, w in zip(("lo", "hi", "finite"), got, want):
+            assert g.shape == w.shape and np.array_equal(g.view(np.uint8), np.asarray(w).view(np.uint8)), \
+                (device, name, g[:8], w[:8])
 
 
 # The bad calls run in a child process, one after the other: a binding built by a toolchain whose C++ exceptions

@@ -35,7 +35,8 @@ REPO = Path(__file__).resolve().parents[2]
 FAST_DEVICE_COMPILE = "--Ofast-compile"  # nvcc's option (`-Ofc`) trading device code speed for compile time
 COMPUTE_OPS = {"AmdnnConv2D": {"table"}, "AmdnnConv2DBackpropInput": {"input_sizes", "table"},
                "AmdnnConv2DBackpropFilter": {"filter_sizes", "table"}, "AmdnnMatMul": {"table"},
-               "AmdnnIntConv2D": set(), "AmdnnQuantise": set()}  # the integer ops: every input in device memory
+               "AmdnnIntConv2D": set(), "AmdnnQuantise": set(),  # the integer ops: every input in device memory
+               "AmdnnFiniteRange": set()}
 
 
 def python(code: str, env: dict[str, str] | None = None, timeout: int = 600) -> subprocess.CompletedProcess:

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 class CpuAsGpu(TorchFramework):
     """The torch framework with the CPU kernels standing in for the GPU's (no CUDA here)."""
 
-    corrupt = None  # None, "product", "gradient" or "code"
+    corrupt = None  # None, "product", "gradient", "code" or "range"
 
     def __init__(self):
         from ops import torch_ops
@@ -62,6 +62,12 @@ class CpuAsGpu(TorchFramework):
             codes[10, 20] ^= 1
         return codes, mask
 
+    def finite_range(self, x, per_channel, device):
+        lo, hi, finite = super().finite_range(x, per_channel, device)
+        if device == "gpu" and self.corrupt == "range" and per_channel:
+            hi[7] = np.nextafter(hi[7], np.float32(np.inf))
+        return lo, hi, finite
+
 
 @pytest.fixture
 def stand_in(monkeypatch):
@@ -82,7 +88,7 @@ def test_faithful_kernels_pass_every_mode(stand_in, capsys):
     out = capsys.readouterr().out
     for mode in names(include_native=False) + ["lut:am16_7.bin", "lut:mit16_7.bin", "lut:acc16_7.bin"]:
         assert f"{mode:16s} products bit-exact, layers max relative error 0.0e+00: ok" in out
-    assert "quantiser        codes and masks GPU == CPU: bit-exact: ok" in out
+    assert "quantiser        codes, masks and ranges GPU == CPU: bit-exact: ok" in out
     assert "errors           a refused op call raises in Python: ok" in out
     assert out.rstrip().splitlines()[-1].startswith("ops.selftest: passed")
 
@@ -103,12 +109,15 @@ def test_a_gradient_off_by_1e_3_fails(stand_in, capsys, monkeypatch):
     assert "mit32: matmul 96x200x72 weight gradient: relative error 1.00e-03 > 1e-05" in out
 
 
-def test_one_differing_quantiser_code_fails_and_is_named(stand_in, capsys, monkeypatch):
-    monkeypatch.setattr(CpuAsGpu, "corrupt", "code")
-    assert selftest.main(["--framework", "torch", "--no-speed", "--pairs-per-side", "40"]) == 1
+@pytest.mark.parametrize("corrupt,named", [
+    ("code", "quantiser: codes [0, 255], 96 scale(s): 1 of 6144 codes and 0 masks differ"),
+    ("range", "quantiser: ranges, 96 channel(s): hi differs")])
+def test_one_differing_quantiser_code_or_range_bound_fails_and_is_named(stand_in, capsys, monkeypatch, corrupt, named):
+    monkeypatch.setattr(CpuAsGpu, "corrupt", corrupt)
+    assert selftest.main(["--framework", "torch", "--no-speed", "--pairs-per-side", "4"]) == 1
     out = capsys.readouterr().out
-    assert "quantiser        codes and masks GPU == CPU: MISMATCH" in out
-    assert "quantiser: codes [0, 255], 96 scale(s): 1 of 6144 codes and 0 masks differ" in out
+    assert "quantiser        codes, masks and ranges GPU == CPU: MISMATCH" in out
+    assert named in out
     assert "ops.selftest: FAILED, 1 mismatches" in out
 
 
