@@ -37,15 +37,18 @@ void col2im(const ConvGeometry& g, const float* columns, float* dx_image) {
 
 }  // namespace
 
-bool fast_path_for(Mode mode, const float* a, int64_t a_count, const float* b, int64_t b_count) {
-  return fast_path_is_exact(mode, summarize_operand(a, a_count), summarize_operand(b, b_count));
+bool fast_path_for(Mode mode, const float* a, int64_t a_count, const float* b, int64_t b_count,
+                   const ParallelFor& parallel_for) {
+  return fast_path_is_exact(mode, summarize_operand(a, a_count, parallel_for),
+                            summarize_operand(b, b_count, parallel_for));
 }
 
 void conv2d_cpu(const Multiplier& mult, const ConvGeometry& g, const float* x, const float* w, float* y,
                 const ParallelFor& parallel_for, int num_threads) {
   const Im2ColSource patches(g);
   const DenseSource filter(g.out_c);
-  const bool fast = fast_path_for(mult.mode, x, g.batch * g.in_h * g.in_w * g.in_c, w, g.patch_size() * g.out_c);
+  const bool fast = fast_path_for(mult.mode, x, g.batch * g.in_h * g.in_w * g.in_c, w, g.patch_size() * g.out_c,
+                                  parallel_for);
   approximate_gemm(mult, GemmOperand{&patches, x}, GemmOperand{&filter, w}, g.out_pixels(), g.out_c, g.patch_size(),
                    y, g.out_c, fast, parallel_for, num_threads);
 }
@@ -56,10 +59,10 @@ void conv2d_backprop_input_cpu(const Multiplier& mult, const ConvGeometry& g, co
   std::fill(dx, dx + dx_count, 0.0f);
   if (dx_count == 0 || dy_count == 0) return;
   const int64_t pixels = g.out_h * g.out_w, patch = g.patch_size();
-  const bool fast = fast_path_for(mult.mode, dy, dy_count, w, patch * g.out_c);
+  const bool fast = fast_path_for(mult.mode, dy, dy_count, w, patch * g.out_c, parallel_for);
   const DenseSource grad(g.out_c), filter_t(patch);
   std::vector<float> w_t(static_cast<size_t>(patch * g.out_c));  // [out_c, patch]
-  transpose(w, patch, g.out_c, w_t.data());
+  transpose(w, patch, g.out_c, w_t.data(), parallel_for);
   // One image per task: images write disjoint parts of dx, and within an image col2im adds in a fixed order.
   auto work = [&](int64_t begin, int64_t end) {
     std::vector<float> columns(static_cast<size_t>(pixels * patch));
@@ -80,29 +83,29 @@ void conv2d_backprop_filter_cpu(const Multiplier& mult, const ConvGeometry& g, c
   // table (every other mode is symmetric in its operands). dw^T is small (out_c x patch) and transposed at the end.
   const int64_t dy_count = g.out_pixels() * g.out_c;
   std::vector<float> dy_t(static_cast<size_t>(dy_count));  // [out_c, out_pixels]
-  transpose(dy, g.out_pixels(), g.out_c, dy_t.data());
+  transpose(dy, g.out_pixels(), g.out_c, dy_t.data(), parallel_for);
   std::vector<float> dw_t(static_cast<size_t>(g.patch_size() * g.out_c));  // [out_c, patch]
   const DenseSource grad_t(g.out_pixels());
   const Im2ColSource patches(g);
-  const bool fast = fast_path_for(mult.mode, dy, dy_count, x, g.batch * g.in_h * g.in_w * g.in_c);
+  const bool fast = fast_path_for(mult.mode, dy, dy_count, x, g.batch * g.in_h * g.in_w * g.in_c, parallel_for);
   approximate_gemm(transposed_table(mult), GemmOperand{&grad_t, dy_t.data()}, GemmOperand{&patches, x}, g.out_c,
                    g.patch_size(), g.out_pixels(), dw_t.data(), g.patch_size(), fast, parallel_for, num_threads);
-  transpose(dw_t.data(), g.out_c, g.patch_size(), dw);
+  transpose(dw_t.data(), g.out_c, g.patch_size(), dw, parallel_for);
 }
 
 void matmul_cpu(const Multiplier& mult, const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k,
                 bool transpose_a, bool transpose_b, const ParallelFor& parallel_for, int num_threads) {
   // Transposed operands are materialised once, so packing reads rows.
   std::vector<float> a_t, b_t;
-  const bool fast = fast_path_for(mult.mode, a, m * k, b, k * n);
+  const bool fast = fast_path_for(mult.mode, a, m * k, b, k * n, parallel_for);
   if (transpose_a) {
     a_t.resize(static_cast<size_t>(m * k));
-    transpose(a, k, m, a_t.data());
+    transpose(a, k, m, a_t.data(), parallel_for);
     a = a_t.data();
   }
   if (transpose_b) {
     b_t.resize(static_cast<size_t>(k * n));
-    transpose(b, n, k, b_t.data());
+    transpose(b, n, k, b_t.data(), parallel_for);
     b = b_t.data();
   }
   const DenseSource left(k), right(n);

@@ -11,8 +11,10 @@
 
 namespace amdnn {
 
-// Whether the fast kernels are exact for every product of two operand tensors (range summaries of both).
-bool fast_path_for(Mode mode, const float* a, int64_t a_count, const float* b, int64_t b_count);
+// Whether the fast kernels are exact for every product of two operand tensors (range summaries of both, over the
+// pool).
+bool fast_path_for(Mode mode, const float* a, int64_t a_count, const float* b, int64_t b_count,
+                   const ParallelFor& parallel_for);
 
 // y [batch, out_h, out_w, out_c] = x conv w.
 void conv2d_cpu(const Multiplier& mult, const ConvGeometry& g, const float* x, const float* w, float* y,

@@ -38,8 +38,6 @@ class DenseSource final : public MatrixSource {
   int64_t cols_;
 };
 
-// out[cols, rows] = in[rows, cols]^T.
-void transpose(const float* in, int64_t rows, int64_t cols, float* out);
 
 // The im2col matrix [out_pixels, patch] of an NHWC tensor without materialising it: each row is (kh, kw) runs of
 // in_c contiguous channels, read with memcpy.
@@ -72,6 +70,10 @@ struct Multiplier {
 using ParallelFor = std::function<void(int64_t num_tasks, int64_t cost_per_task,
                                        const std::function<void(int64_t, int64_t)>& work)>;
 
+// out[cols, rows] = in[rows, cols]^T, by bands of rows on the pool (a filter gradient's dy is 8.4 M values at 32 x
+// 32 x 64, batch 128: memory-bound, too long for one thread of 16).
+void transpose(const float* in, int64_t rows, int64_t cols, float* out, const ParallelFor& parallel_for);
+
 // Range summary of an operand: whether the vectorised formulas are exact for every product (see gemm_cpu.cc).
 struct OperandRange {
   bool has_inf_or_nan = false;
@@ -79,6 +81,8 @@ struct OperandRange {
   int32_t max_exponent = 0;
 };
 OperandRange summarize_operand(const float* values, int64_t count);
+// The same over the pool, by chunks (min and max: the same summary for any split).
+OperandRange summarize_operand(const float* values, int64_t count, const ParallelFor& parallel_for);
 bool fast_path_is_exact(Mode mode, const OperandRange& a, const OperandRange& b);
 
 // C[m, n] = A[m, k] (*) B[k, n], stored row-major with leading dimension ldc. A is the left operand of every

@@ -51,12 +51,15 @@ void DenseSource::read(const uint32_t* data, int64_t row, int64_t col0, int64_t 
   std::memcpy(out, data + row * cols_ + col0, static_cast<size_t>(count) * sizeof(uint32_t));
 }
 
-void transpose(const float* in, int64_t rows, int64_t cols, float* out) {
+void transpose(const float* in, int64_t rows, int64_t cols, float* out, const ParallelFor& parallel_for) {
   constexpr int64_t kBlock = 32;  // 32 x 32 floats: both sides stay in L1
-  for (int64_t i0 = 0; i0 < rows; i0 += kBlock)
-    for (int64_t j0 = 0; j0 < cols; j0 += kBlock)
-      for (int64_t i = i0; i < std::min(rows, i0 + kBlock); ++i)
-        for (int64_t j = j0; j < std::min(cols, j0 + kBlock); ++j) out[j * rows + i] = in[i * cols + j];
+  // A task a band of kBlock rows: each writes its own columns of out.
+  parallel_for((rows + kBlock - 1) / kBlock, kBlock * cols * 4, [&](int64_t first, int64_t last) {
+    for (int64_t i0 = first * kBlock; i0 < std::min(rows, last * kBlock); i0 += kBlock)
+      for (int64_t j0 = 0; j0 < cols; j0 += kBlock)
+        for (int64_t i = i0; i < std::min(rows, i0 + kBlock); ++i)
+          for (int64_t j = j0; j < std::min(cols, j0 + kBlock); ++j) out[j * rows + i] = in[i * cols + j];
+  });
 }
 
 void Im2ColSource::read(const uint32_t* data, int64_t row, int64_t col0, int64_t count, uint32_t* out) const {
@@ -123,6 +126,24 @@ OperandRange summarize_operand(const float* values, int64_t count) {
   }
   if (hi == kExpMask) return OperandRange{true, 255, 0};
   return OperandRange{false, static_cast<int32_t>(lo >> 23), static_cast<int32_t>(hi >> 23)};
+}
+
+OperandRange summarize_operand(const float* values, int64_t count, const ParallelFor& parallel_for) {
+  constexpr int64_t kChunk = int64_t{1} << 20;  // 4 MB a task: ~0.3 ms at one core's memory bandwidth
+  const int64_t chunks = (count + kChunk - 1) / kChunk;
+  if (chunks <= 1) return summarize_operand(values, count);
+  std::vector<OperandRange> parts(static_cast<size_t>(chunks));
+  parallel_for(chunks, kChunk, [&](int64_t first, int64_t last) {
+    for (int64_t c = first; c < last; ++c)
+      parts[c] = summarize_operand(values + c * kChunk, std::min(kChunk, count - c * kChunk));
+  });
+  OperandRange all;
+  for (const OperandRange& part : parts) {
+    if (part.has_inf_or_nan) return OperandRange{true, 255, 0};
+    all.min_exponent = std::min(all.min_exponent, part.min_exponent);
+    all.max_exponent = std::max(all.max_exponent, part.max_exponent);
+  }
+  return all;
 }
 
 bool fast_path_is_exact(Mode mode, const OperandRange& a, const OperandRange& b) {
