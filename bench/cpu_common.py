@@ -77,10 +77,16 @@ def integer_ops(multiplier: str):
     name, table_gradients = _integer_name(multiplier)
     mode = integer_mode(name)
     table = K.convert_to_tensor(keras_integer.table_entries(mode))
-    conv = lambda p, q: keras_integer.conv2d(p, q, mode, keras_integer.tensor_range(p), 1, "SAME", 1, table=table,
-                                             table_gradients=table_gradients)
-    dense = lambda p, q: keras_integer.dense(p, q, mode, keras_integer.tensor_range(p), table=table,
-                                             table_gradients=table_gradients)
+    def conv(p, q):  # the batch's range and finiteness from one pass, as the layers take them
+        lo, hi, finite = keras_integer.finite_range(p)
+        return keras_integer.conv2d(p, q, mode, (lo, hi), 1, "SAME", 1, table=table, table_gradients=table_gradients,
+                                    input_finite=finite)
+
+    def dense(p, q):
+        lo, hi, finite = keras_integer.finite_range(p)
+        return keras_integer.dense(p, q, mode, (lo, hi), table=table, table_gradients=table_gradients,
+                                   input_finite=finite)
+
     return conv, dense
 
 

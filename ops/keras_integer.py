@@ -272,9 +272,10 @@ def dense(x, kernel, mode: IntegerMode, activation_range, scheme=None, table=Non
 # ------------------------------------------------------------------------------------- backward through the table
 
 
-def _gradient_codes(t, codes: CodeSpace):
-    """A gradient tensor's float32 codes per tensor by its own range, its scale and its zero point (_zero_point)."""
-    s, z = scales(*tensor_range(t), codes)
+def _gradient_codes(t, codes: CodeSpace, t_range=None):
+    """A gradient tensor's float32 codes per tensor by its own range (t_range where the caller has it), its scale and
+    its zero point (_zero_point)."""
+    s, z = scales(*(tensor_range(t) if t_range is None else t_range), codes)
     return _values(quantise(t, s, z, codes)[0], codes.kind == "signed"), s, _zero_point(z, codes)
 
 
@@ -410,10 +411,10 @@ def conv2d_table_gradients(x, kernel, dy, q: _Quantised, codes: CodeSpace, table
     signed = codes.kind == "signed"
     z_a = _zero_point(q.z_a, codes)
     nan = scalar(float("nan"), dy)
-    dy_finite = all_finite(dy)  # read by both gradients' NaN rule
+    dy_lo, dy_hi, dy_finite = finite_range(dy)  # one pass: dy's codes and both gradients' NaN rule
 
     # dw[kh, kw, ci, co] = sum over (n, ho, wo) of T[x code at the tap, dy code]
-    d_codes, s_dy, z_dy = _gradient_codes(dy, codes)
+    d_codes, s_dy, z_dy = _gradient_codes(dy, codes, (dy_lo, dy_hi))
     bottom, right = ((ho - 1) * sh + (kh - 1) * dh + 1 - h - top, (wo - 1) * sw + (kw - 1) * dw_ + 1 - w - left)
     x_codes = K.transpose(_padded(q.q_x, (top, left), (max(0, bottom), max(0, right)), z_a), (3, 1, 2, 0))
     rescale = K.multiply(q.s_a, s_dy)  # fl32(s_a x s_dy), flushed as the forward's
