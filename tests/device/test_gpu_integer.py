@@ -128,6 +128,22 @@ def test_int_conv2d_bit_exact(name, signed):
 
 
 @pytest.mark.parametrize("signed", [True, False], ids=["int8", "uint8"])
+@pytest.mark.parametrize("name", list(GEOMETRIES))
+def test_circuit_like_tables_bit_exact(name, signed):
+    """Tables whose zero point's row is 0, as a circuit's is at a ReLU layer's or a symmetric zero point, with half
+    the codes at the zero point: the differences T[a, w] - T[z, w] span 65535, the most the CPU kernel's permute
+    look-ups take at AVX-512 (its gathers take the rest)."""
+    rng = np.random.default_rng(zlib.crc32(name.encode()) + signed + 2)
+    x, w, table, zero_a, zero_w, rescale, *rest = arguments(rng, GEOMETRIES[name], signed)
+    table[zero_a & 255] = 0
+    x = np.where(rng.random(x.shape) < 0.5, np.uint8(zero_a & 255), x)
+    args = (x, w, table, zero_a, zero_w, rescale, *rest)
+    got = run(*args)
+    assert_same(got, expected(*args))
+    assert_same(got, run(*args, device=torch.device("cpu")))
+
+
+@pytest.mark.parametrize("signed", [True, False], ids=["int8", "uint8"])
 def test_extreme_codes_and_zero_points(signed):
     """Every code and every zero point at its extreme: the sums' largest magnitudes (K = 4608)."""
     lo, hi = (-32768, 32767) if signed else (0, 65535)

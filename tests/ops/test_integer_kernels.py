@@ -47,14 +47,22 @@ def _exact_table(signed: bool) -> np.ndarray:
     return np.outer(values, values)
 
 
-def _case(signed, x_shape, w_shape, exact=False):
+def _case(signed, x_shape, w_shape, table_kind="random"):
+    """Random codes, zero points and rescales. table_kind: "random" (the differences T[a, w] - T[z_a, w] span up to
+    2^17: the gathers), "exact" (the multiply-add path), "circuit" (z_a's row 0, as a circuit's at a ReLU layer's or
+    a symmetric zero point, and half the codes at z_a: the differences span 65535, the most the permute look-ups of
+    AVX-512 take)."""
     x = RNG.integers(0, 256, x_shape, dtype=np.uint8)
     w = RNG.integers(0, 256, w_shape, dtype=np.uint8)
     low, high = (-128, 127) if signed else (0, 255)
     zero_a = int(RNG.integers(low, high + 1))
     zero_w = RNG.integers(low, high + 1, w_shape[3]).astype(np.int32)
     rescale = (RNG.random(w_shape[3]) * 1e-4).astype(np.float32)
-    return x, w, _exact_table(signed) if exact else _table(signed), zero_a, zero_w, rescale
+    table = _exact_table(signed) if table_kind == "exact" else _table(signed)
+    if table_kind == "circuit":
+        table[zero_a & 255] = 0
+        x = np.where(RNG.random(x_shape) < 0.5, np.uint8(zero_a & 255), x)
+    return x, w, table, zero_a, zero_w, rescale
 
 
 def _run_tf(x, w, table, zero_a, zero_w, rescale, signed, strides, padding, dilations) -> np.ndarray:
@@ -79,13 +87,14 @@ GEOMETRIES = [  # x NHWC, w HWIO, strides, padding, dilations: the layers' shape
 ]
 
 
-@pytest.mark.parametrize("table_kind", ["random", "exact"])
+@pytest.mark.parametrize("table_kind", ["random", "exact", "circuit"])
 @pytest.mark.parametrize("signed", [True, False], ids=["signed", "unsigned"])
 @pytest.mark.parametrize("geometry", GEOMETRIES, ids=[f"{g[0]}x{g[1]}" for g in GEOMETRIES])
 def test_both_bindings_equal_the_reference_bit_for_bit(signed, geometry, table_kind):
-    """A random table takes the look-up path, the exact one the integer multiply-add path (on AVX2 and AVX-512)."""
+    """A random table takes the gathers, the exact one the integer multiply-add path (on AVX2 and AVX-512), the
+    circuit-like one the permutes on AVX-512 (the gathers on AVX2)."""
     x_shape, w_shape, strides, padding, dilations = geometry
-    x, w, table, zero_a, zero_w, rescale = _case(signed, x_shape, w_shape, exact=table_kind == "exact")
+    x, w, table, zero_a, zero_w, rescale = _case(signed, x_shape, w_shape, table_kind)
     expected = _expected(x, w, table, zero_a, zero_w, rescale, signed, strides, padding, dilations)
     args = (x, w, table, zero_a, zero_w, rescale, signed, strides, padding, dilations)
     got_tf, got_torch = _run_tf(*args), _run_torch(*args)
@@ -108,6 +117,25 @@ def test_largest_k_with_extreme_entries_stays_exact():
     assert np.array_equal(got, _run_torch(x, w, table, 0, zero_w, rescale, False, 1, "VALID", 1))
 
 
+@pytest.mark.parametrize("signed", [True, False], ids=["signed", "unsigned"])
+def test_circuit_like_table_at_the_largest_k_stays_exact(signed):
+    """K = 32768 taps of a circuit-like table (the zero point's row 0, so the differences span 65535) at its largest
+    entry less its smallest: the permute look-ups' sum of D - min D reaches 2^15 x 65535 < 2^31 before the
+    correction by min D x K (-2^30 for the signed table)."""
+    low, high = (-32768, 32767) if signed else (0, 65535)
+    table = np.full((256, 256), high, np.int64)
+    table[0], table[5, 7] = 0, low
+    x = np.full((1, 1, 1, MAX_TAPS), 1, np.uint8)
+    w = np.full((1, 1, MAX_TAPS, 3), 3, np.uint8)
+    zero_w, rescale = np.array([0, 3, 1], np.int32), np.array([1.0, 0.5, 2.0], np.float32)
+    args = (x, w, table, 0, zero_w, rescale, signed, 1, "VALID", 1)
+    expected = _expected(*args)
+    assert np.array_equal(expected.reshape(-1), (np.float32(MAX_TAPS * high) - np.array([0, 3, 1]) * MAX_TAPS)
+                          .astype(np.float32) * rescale)
+    assert np.array_equal(_run_tf(*args).view(np.uint32), expected.view(np.uint32))
+    assert np.array_equal(_run_torch(*args).view(np.uint32), expected.view(np.uint32))
+
+
 @pytest.mark.parametrize("code, zero_a", [(0, 255), (255, 0)], ids=["negative", "positive"])
 def test_exact_path_at_the_largest_k_stays_exact(code, zero_a):
     """The multiply-add path at K = 32768 with every term at its largest magnitude, (code - z_a) x w = -+255 x 255:
@@ -128,7 +156,7 @@ def test_exact_table_with_a_zero_point_outside_the_codes_matches_the_reference()
     """A zero point that is not a code of the kind (200 for signed codes) pads with a byte whose value is not z_a: the
     kernel leaves the multiply-add path (which reads z_a as the padding's value) for the look-ups, which index the
     table by z_a's byte as the reference does."""
-    x, w, table, _, zero_w, rescale = _case(True, (2, 6, 6, 8), (3, 3, 8, 20), exact=True)
+    x, w, table, _, zero_w, rescale = _case(True, (2, 6, 6, 8), (3, 3, 8, 20), "exact")
     args = (x, w, table, 200, zero_w, rescale, True, 1, "SAME", 1)
     expected = _expected(*args)
     assert np.array_equal(_run_tf(*args).view(np.uint32), expected.view(np.uint32))
