@@ -83,6 +83,42 @@ void Im2ColSource::read(const uint32_t* data, int64_t row, int64_t col0, int64_t
   }
 }
 
+void Im2ColSource::read_rows(const uint32_t* data, int64_t row0, int64_t rows, int64_t col0, int64_t count,
+                             uint32_t* out, int64_t out_stride) const {
+  struct Run {
+    int64_t at, length, ci, dh, dw;  // out offset, columns, first channel, tap offsets less the padding
+  };
+  std::vector<Run> runs;
+  for (int64_t done = 0; done < count;) {
+    const int64_t p = col0 + done, segment = p / g_.in_c, ci = p % g_.in_c;
+    const int64_t kh = segment / g_.filter_w, kw = segment % g_.filter_w;
+    const int64_t length = std::min(count - done, g_.in_c - ci);
+    runs.push_back({done, length, ci, kh * g_.dilation_h - g_.pad_top, kw * g_.dilation_w - g_.pad_left});
+    done += length;
+  }
+  const int64_t pixels = g_.out_h * g_.out_w;
+  int64_t n = row0 / pixels, ho = (row0 % pixels) / g_.out_w, wo = row0 % g_.out_w;
+  for (int64_t r = 0; r < rows; ++r) {
+    uint32_t* dst = out + r * out_stride;
+    for (const Run& run : runs) {
+      const int64_t hi = ho * g_.stride_h + run.dh, wi = wo * g_.stride_w + run.dw;
+      if (hi < 0 || hi >= g_.in_h || wi < 0 || wi >= g_.in_w) {
+        std::fill(dst + run.at, dst + run.at + run.length, 0u);  // zero padding, as read()
+      } else {
+        const uint32_t* src = data + ((n * g_.in_h + hi) * g_.in_w + wi) * g_.in_c + run.ci;
+        std::memcpy(dst + run.at, src, static_cast<size_t>(run.length) * sizeof(uint32_t));
+      }
+    }
+    if (++wo == g_.out_w) {  // the next row is the next output pixel
+      wo = 0;
+      if (++ho == g_.out_h) {
+        ho = 0;
+        ++n;
+      }
+    }
+  }
+}
+
 
 // ---------------------------------------------------------------------------------------------- range check
 
@@ -259,7 +295,7 @@ inline Decoded decode(uint32_t u, int64_t lane) {
 // Packed blocks of one task: A as [panel][r][k] (row-major per panel, so packing is a copy), B as [panel][k][NR].
 // Kept per thread across calls: TF's worker threads live as long as the process, and fresh buffers cost page faults.
 struct Packed {
-  std::vector<uint32_t> a0, a1, a2, b0, b1, b2, b_mask, staging;
+  std::vector<uint32_t> a0, a1, a2, b0, b1, b2, b_mask;
   std::vector<uint16_t> a_mask;
   std::vector<uint64_t> b_permute_mask;  // tables: per k and 16-lane half, byte 2 of each non-zero lane
   std::vector<uint8_t> b_columns;        // kTableColumns: one B panel's expanded columns, [kc][128][NR]
@@ -271,25 +307,20 @@ void pack_a(const MatrixSource& source, const uint32_t* raw, int64_t m0, int64_t
             Packed& p) {
   const int64_t rows = (mc + kMR - 1) / kMR * kMR;
   p.a0.resize(static_cast<size_t>(rows * kc));
-  for (int64_t i = 0; i < rows; ++i) {
-    uint32_t* row = p.a0.data() + i * kc;  // panel * MR * kc + r * kc
-    if (i >= mc) {
-      std::fill(row, row + kc, 0u);
-    } else {
-      source.read(raw, m0 + i, k0, kc, row);
-    }
-  }
+  source.read_rows(raw, m0, mc, k0, kc, p.a0.data(), kc);  // row i at i * kc: panel * MR * kc + r * kc
+  std::fill(p.a0.data() + mc * kc, p.a0.data() + rows * kc, 0u);
 }
 
 void pack_b(const MatrixSource& source, const uint32_t* raw, int64_t k0, int64_t kc, int64_t n0, int64_t nc,
             Packed& p) {
   const int64_t panels = (nc + kNR - 1) / kNR;
   p.b0.resize(static_cast<size_t>(panels * kc * kNR));
-  p.staging.assign(static_cast<size_t>(panels * kNR), 0u);
-  for (int64_t kk = 0; kk < kc; ++kk) {
-    source.read(raw, k0 + kk, n0, nc, p.staging.data());
-    for (int64_t panel = 0; panel < panels; ++panel)
-      std::memcpy(p.b0.data() + (panel * kc + kk) * kNR, p.staging.data() + panel * kNR, kNR * sizeof(uint32_t));
+  for (int64_t panel = 0; panel < panels; ++panel) {  // a panel's rows are kNR apart
+    const int64_t cols = std::min(kNR, nc - panel * kNR);
+    uint32_t* dst = p.b0.data() + panel * kc * kNR;
+    source.read_rows(raw, k0, kc, n0 + panel * kNR, cols, dst, kNR);
+    if (cols < kNR)  // the columns past nc: +0.0
+      for (int64_t kk = 0; kk < kc; ++kk) std::fill(dst + kk * kNR + cols, dst + (kk + 1) * kNR, 0u);
   }
 }
 
