@@ -50,9 +50,9 @@ class Im2ColSource final : public MatrixSource {
  public:
   explicit Im2ColSource(const ConvGeometry& g) : g_(g) {}
   void read(const uint32_t* data, int64_t row, int64_t col0, int64_t count, uint32_t* out) const override;
-  // The same bytes as read() row by row; the columns' (kh, kw, ci) runs are found once for the block and the pixel
-  // steps along the rows, where read() divides ~6 times a row (at 32 columns a row, the filter gradient's packing of
-  // im2col(x), about half its time on 16 threads; 13-18 % off it: docs/performance.md, Known gaps).
+  // The columns' (kh, kw, ci) runs are found once for the block and the pixel steps along the rows, where a read()
+  // a row divided ~6 times (at 32 columns a row, the filter gradient's packing of im2col(x), about half its time on
+  // 16 threads; 13-18 % off it: docs/performance.md, Known gaps). read() is its block of one row.
   void read_rows(const uint32_t* data, int64_t row0, int64_t rows, int64_t col0, int64_t count, uint32_t* out,
                  int64_t out_stride) const override;
 

@@ -62,33 +62,13 @@ void transpose(const float* in, int64_t rows, int64_t cols, float* out, const Pa
   });
 }
 
-void Im2ColSource::read(const uint32_t* data, int64_t row, int64_t col0, int64_t count, uint32_t* out) const {
-  const int64_t n = row / (g_.out_h * g_.out_w), rest = row % (g_.out_h * g_.out_w);
-  const int64_t ho = rest / g_.out_w, wo = rest % g_.out_w;
-  int64_t done = 0;
-  while (done < count) {
-    const int64_t p = col0 + done;
-    const int64_t segment = p / g_.in_c, ci = p % g_.in_c;
-    const int64_t kh = segment / g_.filter_w, kw = segment % g_.filter_w;
-    const int64_t run = std::min(count - done, g_.in_c - ci);
-    const int64_t hi = ho * g_.stride_h + kh * g_.dilation_h - g_.pad_top;
-    const int64_t wi = wo * g_.stride_w + kw * g_.dilation_w - g_.pad_left;
-    if (hi < 0 || hi >= g_.in_h || wi < 0 || wi >= g_.in_w) {
-      std::fill(out + done, out + done + run, 0u);  // zero padding: +0.0, and a zero in every decoded plane
-    } else {
-      const uint32_t* src = data + ((n * g_.in_h + hi) * g_.in_w + wi) * g_.in_c + ci;
-      std::memcpy(out + done, src, static_cast<size_t>(run) * sizeof(uint32_t));
-    }
-    done += run;
-  }
-}
-
 void Im2ColSource::read_rows(const uint32_t* data, int64_t row0, int64_t rows, int64_t col0, int64_t count,
                              uint32_t* out, int64_t out_stride) const {
   struct Run {
     int64_t at, length, ci, dh, dw;  // out offset, columns, first channel, tap offsets less the padding
   };
-  std::vector<Run> runs;
+  thread_local std::vector<Run> runs;  // a call per packed block: no allocation once it has grown
+  runs.clear();
   for (int64_t done = 0; done < count;) {
     const int64_t p = col0 + done, segment = p / g_.in_c, ci = p % g_.in_c;
     const int64_t kh = segment / g_.filter_w, kw = segment % g_.filter_w;
@@ -103,7 +83,7 @@ void Im2ColSource::read_rows(const uint32_t* data, int64_t row0, int64_t rows, i
     for (const Run& run : runs) {
       const int64_t hi = ho * g_.stride_h + run.dh, wi = wo * g_.stride_w + run.dw;
       if (hi < 0 || hi >= g_.in_h || wi < 0 || wi >= g_.in_w) {
-        std::fill(dst + run.at, dst + run.at + run.length, 0u);  // zero padding, as read()
+        std::fill(dst + run.at, dst + run.at + run.length, 0u);  // zero padding: +0.0, a zero in every decoded plane
       } else {
         const uint32_t* src = data + ((n * g_.in_h + hi) * g_.in_w + wi) * g_.in_c + run.ci;
         std::memcpy(dst + run.at, src, static_cast<size_t>(run.length) * sizeof(uint32_t));
@@ -119,6 +99,9 @@ void Im2ColSource::read_rows(const uint32_t* data, int64_t row0, int64_t rows, i
   }
 }
 
+void Im2ColSource::read(const uint32_t* data, int64_t row, int64_t col0, int64_t count, uint32_t* out) const {
+  read_rows(data, row, 1, col0, count, out, count);
+}
 
 // ---------------------------------------------------------------------------------------------- range check
 
